@@ -1,0 +1,197 @@
+package lockstate
+
+import (
+	"slices"
+	"strings"
+)
+
+// maxResolutions bounds the work one entry spends breaking deadlocks. Each
+// resolution ends a request or gives up a hold, so it is never reached in
+// practice; the bound only keeps a bug from looping forever.
+const maxResolutions = 1 << 16
+
+// blockers calls fn for every session that w waits for: other sessions'
+// conflicting holds on its name, ancestors and descendants (h set), and
+// other sessions' earlier conflicting waiters there (h nil). These are the
+// edges of the wait-for graph.
+func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
+	r, n, m := w.req, w.n, w.mode
+	s, sp := r.s, r.specs[w.i]
+	wt := n.weight
+	if own := s.holds[n]; own != nil && own.mode == Write {
+		wt -= own.weight
+	}
+	short := n.limit <= 1 || wt+sp.Weight > n.limit
+	for _, h := range n.holds {
+		if h.s != s && (h.mode == Write || m == Write) && !(h.mode == Write && m == Write && !short) {
+			fn(h.s, h)
+		}
+	}
+	conflicting := func(h *hold) bool { return h.s != s && (h.mode == Write || m == Write) }
+	for a := n.parent; a != nil; a = a.parent {
+		for _, h := range a.holds {
+			if conflicting(h) {
+				fn(h.s, h)
+			}
+		}
+	}
+	var below func(d *node)
+	below = func(d *node) {
+		for _, k := range d.kids {
+			if k.readers+k.writers+k.subReads+k.subWrites == 0 {
+				continue
+			}
+			for _, h := range k.holds {
+				if conflicting(h) {
+					fn(h.s, h)
+				}
+			}
+			below(k)
+		}
+	}
+	if n.subReads+n.subWrites > 0 {
+		below(n)
+	}
+	if w.upg && s.holds[n] != nil {
+		return // an upgrade does not wait for waiters
+	}
+	scan := func(l *wlist) {
+		for e := l.head; e != nil && e.w.req.seq < r.seq; e = e.next {
+			if e.w.req.s != s && (m == Write || e.w.mode == Write) {
+				fn(e.w.req.s, nil)
+			}
+		}
+	}
+	scan(&n.own)
+	scan(&n.sub)
+	for a := n.parent; a != nil; a = a.parent {
+		scan(&a.own)
+	}
+}
+
+// waitsFor returns the sessions u waits for, by id.
+func (t *Table) waitsFor(u *session) []*session {
+	set := make(map[*session]bool)
+	for _, r := range u.pending {
+		for _, w := range r.waiters {
+			t.blockers(w, func(s *session, _ *hold) { set[s] = true })
+		}
+	}
+	out := make([]*session, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *session) int { return cmpID(a.id, b.id) })
+	return out
+}
+
+func cmpID(a, b SessionID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// findCycle returns a wait-for cycle through start (start first), or nil.
+// The search visits edges in session-id order, so it is deterministic.
+func (t *Table) findCycle(start *session) []*session {
+	visited := make(map[*session]bool)
+	var path []*session
+	var dfs func(u *session) bool
+	dfs = func(u *session) bool {
+		path = append(path, u)
+		visited[u] = true
+		for _, v := range t.waitsFor(u) {
+			if v == start || (!visited[v] && dfs(v)) {
+				return true
+			}
+		}
+		path = path[:len(path)-1]
+		return false
+	}
+	if dfs(start) {
+		return path
+	}
+	return nil
+}
+
+// detect breaks every wait-for cycle through start. New edges only come
+// from a newly queued request, so a new cycle always passes through the
+// session that queued it.
+func (t *Table) detect(start *session) {
+	if len(start.holds) == 0 && len(start.pending) <= 1 {
+		return // nobody can be waiting for start: no cycle can close through it
+	}
+	work := []*session{start}
+	for steps := 0; len(work) > 0 && steps < maxResolutions; steps++ {
+		s := work[0]
+		if t.sessions[s.id] != s || len(s.pending) == 0 {
+			work = work[1:]
+			continue
+		}
+		cyc := t.findCycle(s)
+		if cyc == nil {
+			work = work[1:]
+			continue
+		}
+		if again := t.resolve(cyc); again != nil {
+			work = append(work, again)
+		}
+	}
+}
+
+// resolve breaks one cycle. The victim is the youngest session in it. With
+// on_deadlock=surrender it gives up the holds its predecessor in the cycle
+// waits for and queues for them again (returned, to be checked for new
+// cycles); otherwise, or when it holds nothing the predecessor waits for,
+// its pending requests that wait for its successor fail with deadlock.
+func (t *Table) resolve(cyc []*session) *session {
+	vi := 0
+	for i, s := range cyc {
+		if s.id > cyc[vi].id {
+			vi = i
+		}
+	}
+	v := cyc[vi]
+	succ, pred := cyc[(vi+1)%len(cyc)], cyc[(vi+len(cyc)-1)%len(cyc)]
+	if v.onDeadlock == SurrenderLock {
+		seen := make(map[*hold]bool)
+		var hs []*hold
+		for _, r := range pred.pending {
+			for _, w := range r.waiters {
+				t.blockers(w, func(s *session, h *hold) {
+					if s == v && h != nil && !seen[h] {
+						seen[h] = true
+						hs = append(hs, h)
+					}
+				})
+			}
+		}
+		if len(hs) > 0 {
+			slices.SortFunc(hs, func(a, b *hold) int { return strings.Compare(a.n.name, b.n.name) })
+			for _, h := range hs {
+				t.surrender(h)
+			}
+			t.settle()
+			return v
+		}
+	}
+	var victims []*request
+	for _, r := range v.pending {
+		hit := false
+		for _, w := range r.waiters {
+			t.blockers(w, func(s *session, _ *hold) { hit = hit || s == succ })
+		}
+		if hit {
+			victims = append(victims, r)
+		}
+	}
+	for _, r := range victims {
+		t.fail(r, Deadlock, EvDeadlock)
+	}
+	t.settle()
+	return nil
+}

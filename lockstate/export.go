@@ -1,0 +1,291 @@
+package lockstate
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockd/lockd/quorum"
+)
+
+// FormatVersion is the version of the record layout below. Load refuses
+// other versions.
+const FormatVersion = 1
+
+// Header starts an export: the table's scalars and how many records follow.
+type Header struct {
+	Format   int    `msgpack:"format"`
+	Index    uint64 `msgpack:"index"`
+	Clock    int64  `msgpack:"clock"`
+	Seq      uint64 `msgpack:"seq"`
+	Sessions int    `msgpack:"sessions"`
+	Nodes    int    `msgpack:"nodes"`
+	Requests int    `msgpack:"requests"`
+}
+
+// SessionRecord is one session. Done lists its remembered finished
+// requests, oldest first.
+type SessionRecord struct {
+	ID         SessionID     `msgpack:"id"`
+	Name       string        `msgpack:"name"`
+	TTL        time.Duration `msgpack:"ttl"`
+	OnDeadlock OnDeadlock    `msgpack:"on_deadlock"`
+	Ordered    bool          `msgpack:"ordered"`
+	LockDelay  time.Duration `msgpack:"lock_delay"`
+	Done       []string      `msgpack:"done"`
+}
+
+// NodeRecord is one name with its holds in grant order.
+type NodeRecord struct {
+	Name       string       `msgpack:"name"`
+	Version    uint64       `msgpack:"version"`
+	Limit      int          `msgpack:"limit"`
+	DelayUntil int64        `msgpack:"delay_until"`
+	Holds      []HoldRecord `msgpack:"holds"`
+}
+
+// HoldRecord is one hold.
+type HoldRecord struct {
+	Session SessionID `msgpack:"session"`
+	Mode    Mode      `msgpack:"mode"`
+	Weight  int       `msgpack:"weight"`
+	Count   int       `msgpack:"count"`
+	Token   uint64    `msgpack:"token"`
+	Expires int64     `msgpack:"expires"`
+	Granted uint64    `msgpack:"granted"`
+}
+
+// RequestRecord is one pending or remembered request. Upgrade is set for
+// a pending request: which of its waiters were upgrades when queued.
+type RequestRecord struct {
+	ID       string             `msgpack:"id"`
+	Session  SessionID          `msgpack:"session"`
+	Seq      uint64             `msgpack:"seq"`
+	Locks    []LockSpec         `msgpack:"locks"`
+	Require  quorum.Requirement `msgpack:"require"`
+	Need     int                `msgpack:"need"`
+	HoldTTL  time.Duration      `msgpack:"hold_ttl"`
+	Deadline int64              `msgpack:"deadline"`
+	Restore  int                `msgpack:"restore"`
+	Status   Status             `msgpack:"status"`
+	Token    uint64             `msgpack:"token"`
+	Granted  []Grant            `msgpack:"granted"`
+	Created  uint64             `msgpack:"created"`
+	Ended    uint64             `msgpack:"ended"`
+	Upgrade  []bool             `msgpack:"upgrade"`
+}
+
+// Export calls fn with the Header and then every record in a canonical
+// order: sessions by id, nodes by name (so parents come first), requests
+// by arrival. Two tables with the same content export the same records.
+func (t *Table) Export(fn func(rec any) error) error {
+	names := make([]string, 0, len(t.nodes))
+	for name := range t.nodes {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, strings.Compare)
+	reqs := make([]*request, 0, len(t.requests))
+	for _, r := range t.requests {
+		reqs = append(reqs, r)
+	}
+	slices.SortFunc(reqs, func(a, b *request) int { return cmpU64(a.seq, b.seq) })
+	sessions := t.sessionsByID()
+
+	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq,
+		Sessions: len(sessions), Nodes: len(names), Requests: len(reqs)}
+	if err := fn(h); err != nil {
+		return err
+	}
+	for _, s := range sessions {
+		rec := SessionRecord{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock,
+			Ordered: s.ordered, LockDelay: s.lockDelay, Done: make([]string, 0, len(s.done))}
+		for _, r := range s.done {
+			if t.requests[r.id] == r {
+				rec.Done = append(rec.Done, r.id)
+			}
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		n := t.nodes[name]
+		rec := NodeRecord{Name: name, Version: n.version, Limit: n.limit, DelayUntil: n.delayUntil,
+			Holds: make([]HoldRecord, len(n.holds))}
+		for i, h := range n.holds {
+			rec.Holds[i] = HoldRecord{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count,
+				Token: h.token, Expires: h.expires, Granted: h.granted}
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	for _, r := range reqs {
+		rec := RequestRecord{ID: r.id, Session: r.s.id, Seq: r.seq, Locks: r.specs, Require: r.require,
+			Need: r.need, HoldTTL: r.holdTTL, Deadline: r.deadline, Restore: r.restore, Status: r.status,
+			Token: r.token, Granted: r.granted, Created: r.created, Ended: r.ended}
+		if r.status == Pending {
+			rec.Upgrade = make([]bool, len(r.waiters))
+			for i, w := range r.waiters {
+				rec.Upgrade[i] = w.upg
+			}
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Digest returns a hash of the table's whole content (not of its applied
+// index): equal digests at equal applied indexes mean converged tables.
+func (t *Table) Digest() [32]byte {
+	h := sha256.New()
+	_ = t.Export(func(rec any) error {
+		if hd, ok := rec.(Header); ok {
+			hd.Index = 0 // content only
+			rec = hd
+		}
+		_, err := fmt.Fprintf(h, "%T%+v\n", rec, rec)
+		return err
+	})
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// Loader rebuilds a table from exported records, given in Export's order.
+type Loader struct {
+	t        *Table
+	h        Header
+	versions map[*node]uint64
+	limits   map[*node]int
+	counts   [3]int
+	done     map[SessionID][]string
+}
+
+// NewLoader starts a load from a Header.
+func NewLoader(h Header) (*Loader, error) {
+	if h.Format != FormatVersion {
+		return nil, fmt.Errorf("lockstate: snapshot format %d, this build reads %d", h.Format, FormatVersion)
+	}
+	t := New()
+	t.index, t.clock, t.seq = h.Index, h.Clock, h.Seq
+	return &Loader{t: t, h: h, versions: make(map[*node]uint64), limits: make(map[*node]int), done: make(map[SessionID][]string)}, nil
+}
+
+// Session adds a session record.
+func (l *Loader) Session(rec SessionRecord) error {
+	t := l.t
+	if t.sessions[rec.ID] != nil {
+		return fmt.Errorf("lockstate: load: session %d twice", rec.ID)
+	}
+	t.sessions[rec.ID] = &session{id: rec.ID, name: rec.Name, ttl: rec.TTL, onDeadlock: rec.OnDeadlock,
+		ordered: rec.Ordered, lockDelay: rec.LockDelay, holds: make(map[*node]*hold)}
+	l.done[rec.ID] = rec.Done
+	l.counts[0]++
+	return nil
+}
+
+// Node adds a node record; its sessions must already be loaded.
+func (l *Loader) Node(rec NodeRecord) error {
+	t := l.t
+	if err := ValidName(rec.Name); err != nil {
+		return fmt.Errorf("lockstate: load: %w", err)
+	}
+	if t.nodes[rec.Name] != nil && l.versions[t.nodes[rec.Name]] != 0 {
+		return fmt.Errorf("lockstate: load: node %q twice", rec.Name)
+	}
+	n := t.ensure(rec.Name)
+	l.versions[n] = max(rec.Version, 1)
+	l.limits[n] = rec.Limit
+	n.limit = rec.Limit
+	if rec.DelayUntil != 0 {
+		t.setDelay(n, rec.DelayUntil)
+	}
+	for _, hr := range rec.Holds {
+		s := t.sessions[hr.Session]
+		if s == nil || s.holds[n] != nil || hr.Count < 1 || (hr.Mode != Read && hr.Mode != Write) {
+			return fmt.Errorf("lockstate: load: bad hold on %q by session %d", rec.Name, hr.Session)
+		}
+		h := &hold{s: s, n: n, mode: hr.Mode, weight: hr.Weight, count: hr.Count, token: hr.Token,
+			expires: hr.Expires, granted: hr.Granted}
+		t.addHold(h)
+		if h.expires != 0 {
+			t.addDeadline(&deadline{at: h.expires, kind: dlHold, name: n.name, sess: s.id, h: h})
+		}
+	}
+	l.counts[1]++
+	return nil
+}
+
+// Request adds a request record; records must come in arrival order.
+func (l *Loader) Request(rec RequestRecord) error {
+	t := l.t
+	s := t.sessions[rec.Session]
+	if s == nil || t.requests[rec.ID] != nil || len(rec.Locks) == 0 {
+		return fmt.Errorf("lockstate: load: bad request %q", rec.ID)
+	}
+	r := &request{id: rec.ID, s: s, seq: rec.Seq, specs: rec.Locks, require: rec.Require, need: rec.Need,
+		holdTTL: rec.HoldTTL, deadline: rec.Deadline, restore: rec.Restore, status: rec.Status,
+		token: rec.Token, granted: rec.Granted, created: rec.Created, ended: rec.Ended}
+	t.requests[r.id] = r
+	if r.status == Pending {
+		if len(rec.Upgrade) != len(rec.Locks) {
+			return fmt.Errorf("lockstate: load: pending request %q without upgrade flags", rec.ID)
+		}
+		for _, sp := range rec.Locks {
+			if err := ValidName(sp.Name); err != nil {
+				return fmt.Errorf("lockstate: load: %w", err)
+			}
+		}
+		t.enqueueAs(r, rec.Upgrade)
+		if r.deadline != 0 {
+			t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
+		}
+	}
+	l.counts[2]++
+	return nil
+}
+
+// Table finishes the load and returns the table.
+func (l *Loader) Table() (*Table, error) {
+	t := l.t
+	if l.counts != [3]int{l.h.Sessions, l.h.Nodes, l.h.Requests} {
+		return nil, fmt.Errorf("lockstate: load: got %v records, header says %d/%d/%d",
+			l.counts, l.h.Sessions, l.h.Nodes, l.h.Requests)
+	}
+	for id, ids := range l.done { // each session's own ring: order within it is kept
+		s := t.sessions[id]
+		for _, rid := range ids {
+			r := t.requests[rid]
+			if r == nil || r.s != s || r.status == Pending {
+				return nil, fmt.Errorf("lockstate: load: session %d remembers unknown request %q", id, rid)
+			}
+			s.done = append(s.done, r)
+		}
+	}
+	for n, v := range l.versions { // queueing on load moved these; put back the recorded ones
+		n.version, n.limit = v, l.limits[n]
+	}
+	for _, n := range t.nodes {
+		if l.versions[n] == 0 {
+			return nil, fmt.Errorf("lockstate: load: node %q has no record", n.name)
+		}
+	}
+	t.touched = t.touched[:0]
+	t.trimDeadlines()
+	return t, nil
+}

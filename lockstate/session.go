@@ -1,0 +1,108 @@
+package lockstate
+
+import (
+	"slices"
+	"strings"
+)
+
+func (t *Table) createSession(c *CreateSession) Result {
+	if err := validSession(c); err != nil {
+		return Result{Err: err}
+	}
+	id := SessionID(t.index)
+	od := c.OnDeadlock
+	if od == "" {
+		od = Abort
+	}
+	t.sessions[id] = &session{
+		id: id, name: c.Name, ttl: c.TTL, onDeadlock: od, ordered: c.Ordered, lockDelay: c.LockDelay,
+		holds: make(map[*node]*hold),
+	}
+	t.emit(EvSessionCreated, id, "", "", 0)
+	return Result{Session: id}
+}
+
+func validSession(c *CreateSession) *Error {
+	switch {
+	case c.TTL < MinTTL || c.TTL > MaxTTL:
+		return errorf(CodeInvalid, "session ttl %v is outside [%v, %v]", c.TTL, MinTTL, MaxTTL)
+	case c.LockDelay < 0 || c.LockDelay > MaxLockDelay:
+		return errorf(CodeInvalid, "lock_delay %v is outside [0, %v]", c.LockDelay, MaxLockDelay)
+	case len(c.Name) > MaxSessionName:
+		return errorf(CodeInvalid, "session name is %d bytes, over %d", len(c.Name), MaxSessionName)
+	case c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock:
+		return errorf(CodeInvalid, "on_deadlock %q is not abort or surrender", c.OnDeadlock)
+	}
+	return nil
+}
+
+// endSession closes or expires a session: every hold is released (in name
+// order), every pending request cancelled (in arrival order). An expired
+// session's names stay blocked for its lock-delay.
+func (t *Table) endSession(id SessionID, expired bool) Result {
+	s := t.sessions[id]
+	if s == nil {
+		return Result{Err: errorf(CodeNoSession, "session %d not found", id)}
+	}
+	for _, r := range slices.Clone(s.pending) {
+		t.fail(r, Cancelled, EvCancelled)
+	}
+	kind := EvReleased
+	if expired {
+		kind = EvExpired
+	}
+	for _, h := range s.sortedHolds() {
+		n := h.n
+		t.dropHold(h, kind)
+		if expired && s.lockDelay > 0 {
+			t.setDelay(n, t.clock+int64(s.lockDelay))
+		}
+	}
+	for _, r := range s.done {
+		if t.requests[r.id] == r {
+			delete(t.requests, r.id)
+		}
+	}
+	delete(t.sessions, id)
+	if expired {
+		t.emit(EvSessionExpired, id, "", "", 0)
+	} else {
+		t.emit(EvSessionClosed, id, "", "", 0)
+	}
+	return Result{}
+}
+
+// sortedHolds returns the session's holds in name order.
+func (s *session) sortedHolds() []*hold {
+	hs := make([]*hold, 0, len(s.holds))
+	for _, h := range s.holds {
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b *hold) int { return strings.Compare(a.n.name, b.n.name) })
+	return hs
+}
+
+// setDelay blocks n (and so its ancestors and descendants) until the table
+// clock reaches until.
+func (t *Table) setDelay(n *node, until int64) {
+	if until <= n.delayUntil {
+		return
+	}
+	if n.delayUntil == 0 {
+		for a := n.parent; a != nil; a = a.parent {
+			a.subDelays++
+		}
+	}
+	n.delayUntil = until
+	t.touch(n)
+	t.addDeadline(&deadline{at: until, kind: dlDelay, name: n.name, n: n})
+}
+
+func (t *Table) clearDelay(n *node) {
+	n.delayUntil = 0
+	for a := n.parent; a != nil; a = a.parent {
+		a.subDelays--
+	}
+	t.touch(n)
+	t.wake(n)
+}

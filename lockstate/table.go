@@ -1,0 +1,555 @@
+package lockstate
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+
+	"github.com/lockd/lockd/quorum"
+)
+
+// Table is the replicated lock table. It is not safe for concurrent use: the
+// FSM serialises Apply and guards reads.
+type Table struct {
+	index uint64 // index of the last applied entry
+	clock int64  // max Now of all applied entries
+	seq   uint64 // arrival counter for queued requests
+
+	sessions map[SessionID]*session
+	nodes    map[string]*node
+	requests map[string]*request
+
+	deadlines deadlines
+
+	// Scratch for the entry being applied.
+	events  []Event
+	cands   candQueue
+	touched []*node
+}
+
+// node is one name in the hierarchy. It exists while it has holds, waiters,
+// a lock-delay or live descendants.
+type node struct {
+	name    string
+	parent  *node
+	kids    map[string]*node // by full name
+	version uint64           // index of the last entry that changed its queue
+	limit   int              // semaphore size while in use; 0 when unused
+
+	holds            []*hold // in grant order
+	readers, writers int     // holds here, by mode
+	weight           int     // sum of write holds' weights here
+
+	own, ownW wlist // waiters on this name (all / write)
+	sub, subW wlist // waiters strictly below (all / write)
+	upg       wlist // waiters on this name whose session already holds it
+
+	subReads, subWrites int // holds strictly below, by mode
+
+	delayUntil int64 // lock-delay end on the table clock; 0 = none
+	subDelays  int   // delayed nodes strictly below
+}
+
+func (n *node) inUse() bool { return len(n.holds) > 0 || n.own.n > 0 }
+
+// effLimit is the semaphore size a spec would see on n.
+func (n *node) effLimit(spec LockSpec) int {
+	if n.inUse() {
+		return n.limit
+	}
+	return max(spec.Limit, 1)
+}
+
+// hold is one session's grant on one name. Reentrant grants raise count.
+type hold struct {
+	s       *session
+	n       *node // nil once released
+	mode    Mode
+	weight  int
+	count   int
+	token   uint64
+	expires int64  // hold_ttl end on the table clock; 0 = never
+	granted uint64 // index of the grant that set token
+}
+
+type session struct {
+	id         SessionID
+	name       string
+	ttl        time.Duration
+	onDeadlock OnDeadlock
+	ordered    bool
+	lockDelay  time.Duration
+
+	holds   map[*node]*hold
+	pending []*request // seq order
+	done    []*request // finished, oldest first, at most DoneRequestsKept
+}
+
+type request struct {
+	id       string
+	s        *session
+	seq      uint64
+	specs    []LockSpec
+	require  quorum.Requirement
+	need     int
+	holdTTL  time.Duration
+	deadline int64 // wait deadline; 0 = waits until granted or cancelled
+	restore  int   // >0: a surrendered hold queued again; its count on regrant
+
+	status  Status
+	token   uint64
+	granted []Grant
+	created uint64
+	ended   uint64
+
+	waiters []*waiter // while pending, one per spec
+	queued  bool      // in the candidate queue of the current settle
+}
+
+// New returns an empty table.
+func New() *Table {
+	return &Table{
+		sessions: make(map[SessionID]*session),
+		nodes:    make(map[string]*node),
+		requests: make(map[string]*request),
+	}
+}
+
+// Index returns the index of the last applied entry.
+func (t *Table) Index() uint64 { return t.index }
+
+// Clock returns the table clock: the largest Now of any applied entry.
+func (t *Table) Clock() int64 { return t.clock }
+
+// Apply applies one committed entry. Entries must come with increasing
+// indexes; one that does not is refused and changes nothing. A command
+// whose content is bad returns Result.Err and changes nothing beyond the
+// clock, which every entry advances.
+func (t *Table) Apply(e Entry) Result {
+	if e.Index <= t.index {
+		return Result{Err: errorf(CodeInvalid, "entry index %d is not after applied index %d", e.Index, t.index)}
+	}
+	t.index = e.Index
+	if e.Now > t.clock {
+		t.clock = e.Now
+	}
+	t.fireDeadlines()
+
+	var res Result
+	switch c := e.Cmd.(type) {
+	case *CreateSession:
+		res = t.createSession(c)
+	case *CloseSession:
+		res = t.endSession(c.Session, false)
+	case *ExpireSession:
+		res = t.endSession(c.Session, true)
+	case *Acquire:
+		res = t.acquire(c)
+	case *Release:
+		res = t.release(c)
+	case *Surrender:
+		res = t.surrenderCmd(c)
+	case *Cancel:
+		res = t.cancel(c)
+	case *Tick:
+	case nil:
+		res.Err = errorf(CodeInvalid, "empty command")
+	default:
+		res.Err = errorf(CodeInvalid, "unknown command %T", e.Cmd)
+	}
+	t.settle()
+	t.collect()
+	t.trimDeadlines()
+	res.Events, t.events = t.events, nil
+	return res
+}
+
+func (t *Table) emit(kind EventKind, s SessionID, reqID, name string, token uint64) {
+	t.events = append(t.events, Event{Kind: kind, Session: s, RequestID: reqID, Name: name, Token: token})
+}
+
+// touch records that n's queue changed in this entry.
+func (t *Table) touch(n *node) {
+	if n.version != t.index {
+		n.version = t.index
+		t.touched = append(t.touched, n)
+	}
+}
+
+// ensure returns the node for name, creating it and its ancestors.
+func (t *Table) ensure(name string) *node {
+	if n := t.nodes[name]; n != nil {
+		return n
+	}
+	var parent *node
+	if p := parentName(name); p != "" {
+		parent = t.ensure(p)
+	}
+	n := &node{name: name, parent: parent, version: t.index}
+	t.touched = append(t.touched, n)
+	t.nodes[name] = n
+	if parent != nil {
+		if parent.kids == nil {
+			parent.kids = make(map[string]*node)
+		}
+		parent.kids[name] = n
+	}
+	return n
+}
+
+// collect removes the nodes this entry touched that no longer hold anything.
+func (t *Table) collect() {
+	for _, n := range t.touched {
+		for n != nil && t.nodes[n.name] == n && !n.inUse() && len(n.kids) == 0 && n.delayUntil == 0 && n.upg.n == 0 {
+			delete(t.nodes, n.name)
+			p := n.parent
+			if p != nil {
+				delete(p.kids, n.name)
+			}
+			n = p
+		}
+	}
+	t.touched = t.touched[:0]
+}
+
+// ---- grants ---------------------------------------------------------------
+
+// holdConflict reports whether a grant of mode m (weight w) on n to s would
+// conflict with another session's hold on n, an ancestor or a descendant,
+// or with a lock-delay there. s's own holds never conflict with it.
+func (t *Table) holdConflict(s *session, n *node, m Mode, w int) bool {
+	r, wr, wt := n.readers, n.writers, n.weight
+	if own := s.holds[n]; own != nil {
+		if own.mode == Read {
+			r--
+		} else {
+			wr--
+			wt -= own.weight
+		}
+	}
+	if m == Read {
+		if wr > 0 {
+			return true
+		}
+	} else if r > 0 || (wr > 0 && (n.limit <= 1 || wt+w > n.limit)) {
+		return true
+	}
+	if n.delayUntil != 0 || n.subDelays > 0 {
+		return true
+	}
+	for a := n.parent; a != nil; a = a.parent {
+		ar, aw := a.readers, a.writers
+		if own := s.holds[a]; own != nil {
+			if own.mode == Read {
+				ar--
+			} else {
+				aw--
+			}
+		}
+		if aw > 0 || (m == Write && ar > 0) || a.delayUntil != 0 {
+			return true
+		}
+	}
+	if n.subWrites > 0 || (m == Write && n.subReads > 0) {
+		sr, sw := n.subReads, n.subWrites
+		for hn, h := range s.holds { // counting only: map order cannot leak
+			if hn != n && covers(n.name, hn.name) {
+				if h.mode == Read {
+					sr--
+				} else {
+					sw--
+				}
+			}
+		}
+		if sw > 0 || (m == Write && sr > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitConflict reports whether a waiter that arrived before seq conflicts
+// with mode m on n, an ancestor or a descendant. The session's own earlier
+// requests count too: a session's requests are served in its own order.
+func waitConflict(n *node, m Mode, seq uint64) bool {
+	if earlier(&n.own, &n.ownW, m, seq) || earlier(&n.sub, &n.subW, m, seq) {
+		return true
+	}
+	for a := n.parent; a != nil; a = a.parent {
+		if earlier(&a.own, &a.ownW, m, seq) {
+			return true
+		}
+	}
+	return false
+}
+
+// grantable reports whether spec i of r could be granted now. held says the
+// session held the name when the request arrived: a reentrant request is
+// granted at once, an upgrade waits only for other holders (the holder
+// stands ahead of every waiter in the queue).
+func (t *Table) grantable(r *request, i int, n *node, held bool) bool {
+	sp := r.specs[i]
+	if held {
+		if own := r.s.holds[n]; own != nil {
+			if own.mode >= sp.Mode && own.weight >= sp.Weight {
+				return true
+			}
+		} else {
+			held = false
+		}
+	}
+	if t.holdConflict(r.s, n, sp.Mode, sp.Weight) {
+		return false
+	}
+	return held || !waitConflict(n, sp.Mode, r.seq)
+}
+
+// choose returns the specs of a pending r to grant now, or nil.
+func (t *Table) choose(r *request) []int {
+	ok := make([]bool, len(r.specs))
+	for i, w := range r.waiters {
+		ok[i] = t.grantable(r, i, w.n, w.upg)
+		if !ok[i] && r.need == len(r.specs) {
+			return nil
+		}
+	}
+	return quorum.Pick(r.need, ok)
+}
+
+// grant gives r the chosen specs at this entry's index and finishes it.
+func (t *Table) grant(r *request, chosen []int) {
+	t.unqueue(r)
+	s := r.s
+	for _, i := range chosen {
+		sp := r.specs[i]
+		n := t.ensure(sp.Name)
+		if !n.inUse() {
+			n.limit = max(sp.Limit, 1)
+		}
+		h := s.holds[n]
+		isNew := h == nil
+		if isNew {
+			h = &hold{s: s, n: n, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: t.index, granted: t.index}
+			t.addHold(h)
+		} else if sp.Mode > h.mode || sp.Weight > h.weight {
+			t.countHold(h, -1)
+			h.mode, h.weight = max(h.mode, sp.Mode), max(h.weight, sp.Weight)
+			t.countHold(h, +1)
+			h.count++
+			h.token, h.granted = t.index, t.index
+		} else {
+			h.count++
+		}
+		// The hold lasts as long as its longest-lived grant: a grant without
+		// hold_ttl keeps it until released.
+		switch {
+		case r.holdTTL == 0:
+			h.expires = 0
+		case isNew || h.expires != 0:
+			if exp := t.clock + int64(r.holdTTL); exp > h.expires {
+				h.expires = exp
+				t.addDeadline(&deadline{at: exp, kind: dlHold, name: n.name, sess: s.id, h: h})
+			}
+		}
+		t.touch(n)
+		r.granted = append(r.granted, Grant{Name: sp.Name, Mode: h.mode, Weight: h.weight, Token: h.token})
+		r.token = max(r.token, h.token)
+		t.emit(EvGranted, s.id, r.id, sp.Name, h.token)
+	}
+	t.finish(r, Granted)
+	// A grant can only block others, except that the session's own queued
+	// requests may now be reentrant: look at them again.
+	for _, p := range s.pending {
+		t.cands.add(p)
+	}
+}
+
+func (t *Table) addHold(h *hold) {
+	n := h.n
+	n.holds = append(n.holds, h)
+	h.s.holds[n] = h
+	t.countHold(h, +1)
+}
+
+// countHold adds (d=+1) or removes (d=-1) h from the aggregate counts.
+func (t *Table) countHold(h *hold, d int) {
+	n := h.n
+	if h.mode == Read {
+		n.readers += d
+		for a := n.parent; a != nil; a = a.parent {
+			a.subReads += d
+		}
+	} else {
+		n.writers += d
+		n.weight += d * h.weight
+		for a := n.parent; a != nil; a = a.parent {
+			a.subWrites += d
+		}
+	}
+}
+
+// dropHold removes h entirely (all its counts) and wakes whoever it blocked.
+func (t *Table) dropHold(h *hold, kind EventKind) {
+	n, s := h.n, h.s
+	t.countHold(h, -1)
+	for i, x := range n.holds {
+		if x == h {
+			n.holds = append(n.holds[:i], n.holds[i+1:]...)
+			break
+		}
+	}
+	delete(s.holds, n)
+	h.n = nil
+	if !n.inUse() {
+		n.limit = 0
+	}
+	t.touch(n)
+	t.emit(kind, s.id, "", n.name, h.token)
+	t.wake(n)
+}
+
+// ---- queues ---------------------------------------------------------------
+
+// enqueue puts a pending r on the queues of all its names.
+func (t *Table) enqueue(r *request) {
+	upg := make([]bool, len(r.specs))
+	for i, sp := range r.specs {
+		n := t.ensure(sp.Name)
+		upg[i] = r.s.holds[n] != nil
+	}
+	t.enqueueAs(r, upg)
+}
+
+// enqueueAs queues r with the given upgrade flags (as recorded, on load).
+func (t *Table) enqueueAs(r *request, upg []bool) {
+	r.waiters = make([]*waiter, len(r.specs))
+	for i, sp := range r.specs {
+		n := t.ensure(sp.Name)
+		if !n.inUse() {
+			n.limit = max(sp.Limit, 1)
+		}
+		w := &waiter{req: r, i: i, n: n, mode: sp.Mode, upg: upg[i]}
+		w.elems = make([]*elem, 0, 4)
+		n.own.push(w)
+		if w.mode == Write {
+			n.ownW.push(w)
+		}
+		if w.upg {
+			n.upg.push(w)
+		}
+		for a := n.parent; a != nil; a = a.parent {
+			a.sub.push(w)
+			if w.mode == Write {
+				a.subW.push(w)
+			}
+		}
+		r.waiters[i] = w
+		t.touch(n)
+	}
+	r.s.pending = append(r.s.pending, r)
+}
+
+// unqueue takes a request off every queue and wakes what it was blocking.
+func (t *Table) unqueue(r *request) {
+	for _, w := range r.waiters {
+		for _, e := range w.elems {
+			e.list.remove(e)
+		}
+		w.elems = nil
+		if !w.n.inUse() {
+			w.n.limit = 0
+		}
+		t.touch(w.n)
+	}
+	for _, w := range r.waiters {
+		t.wake(w.n)
+	}
+	r.waiters = nil
+	p := r.s.pending
+	for i, x := range p {
+		if x == r {
+			r.s.pending = append(p[:i], p[i+1:]...)
+			break
+		}
+	}
+}
+
+// wake queues for re-evaluation every waiter that a change at n may have
+// unblocked: waiters on n and its ancestors (up to and including the first
+// write waiter of each queue: everyone after it waits for it), their
+// upgrades, and every waiter below n.
+func (t *Table) wake(n *node) {
+	for a := n; a != nil; a = a.parent {
+		for e := a.own.head; e != nil; e = e.next {
+			t.cands.add(e.w.req)
+			if e.w.mode == Write {
+				break
+			}
+		}
+		for e := a.upg.head; e != nil; e = e.next {
+			t.cands.add(e.w.req)
+		}
+	}
+	for e := n.sub.head; e != nil; e = e.next {
+		t.cands.add(e.w.req)
+	}
+}
+
+// settle grants, in arrival order, every queued candidate that can be.
+func (t *Table) settle() {
+	for t.cands.Len() > 0 {
+		r := heap.Pop(&t.cands).(*request)
+		r.queued = false
+		if r.status != Pending {
+			continue
+		}
+		if chosen := t.choose(r); chosen != nil {
+			t.grant(r, chosen)
+		}
+	}
+}
+
+// fail ends a pending r with a final status other than granted.
+func (t *Table) fail(r *request, st Status, kind EventKind) {
+	t.unqueue(r)
+	t.finish(r, st)
+	t.emit(kind, r.s.id, r.id, "", 0)
+}
+
+// finish records r's outcome and remembers it for idempotent retries.
+func (t *Table) finish(r *request, st Status) {
+	r.status, r.ended = st, t.index
+	s := r.s
+	s.done = append(s.done, r)
+	if len(s.done) > DoneRequestsKept {
+		old := s.done[0]
+		s.done = s.done[1:]
+		if t.requests[old.id] == old {
+			delete(t.requests, old.id)
+		}
+	}
+}
+
+// candQueue orders candidate requests by arrival.
+type candQueue []*request
+
+func (q candQueue) Len() int           { return len(q) }
+func (q candQueue) Less(i, j int) bool { return q[i].seq < q[j].seq }
+func (q candQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *candQueue) Push(x any)        { *q = append(*q, x.(*request)) }
+func (q *candQueue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return r
+}
+
+func (q *candQueue) add(r *request) {
+	if !r.queued && r.status == Pending {
+		r.queued = true
+		heap.Push(q, r)
+	}
+}
+
+func (r *request) String() string { return fmt.Sprintf("request %s (seq %d)", r.id, r.seq) }

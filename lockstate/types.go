@@ -1,0 +1,264 @@
+package lockstate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lockd/lockd/quorum"
+)
+
+// SessionID identifies a session: the Raft index of the entry that created
+// it, so an older session always has a smaller id.
+type SessionID uint64
+
+// Mode is how a lock is held: Read (shared) or Write (exclusive).
+type Mode uint8
+
+// Lock modes. Read is compatible with Read; anything else conflicts.
+const (
+	Read  Mode = 1
+	Write Mode = 2
+)
+
+// String returns "read" or "write".
+func (m Mode) String() string {
+	switch m {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode parses "read" or "write"; "" means write.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "write":
+		return Write, nil
+	case "read":
+		return Read, nil
+	}
+	return 0, fmt.Errorf("unknown mode %q (want read or write)", s)
+}
+
+// OnDeadlock says what happens to a session chosen as a deadlock victim.
+type OnDeadlock string
+
+// Deadlock policies; "" means Abort.
+const (
+	Abort         OnDeadlock = "abort"
+	SurrenderLock OnDeadlock = "surrender"
+)
+
+// Status is the state of an acquire request.
+type Status string
+
+// Request statuses. Pending is the only non-final one.
+const (
+	Pending   Status = "pending"
+	Granted   Status = "granted"
+	TimedOut  Status = "timeout"
+	Deadlock  Status = "deadlock"
+	Cancelled Status = "cancelled"
+)
+
+// Limits on what a command may carry. The API checks them before proposing
+// and Apply checks them again, so a bad entry can never change the table.
+const (
+	MaxNameLen       = 512
+	MaxSegments      = 16
+	MaxSegmentLen    = 128
+	MaxLocksPerReq   = 64
+	MaxRequestIDLen  = 128
+	MaxSessionName   = 256
+	MaxLimit         = 1 << 20
+	MinTTL           = time.Second
+	MaxTTL           = 24 * time.Hour
+	MaxLockDelay     = time.Minute
+	MaxWait          = 24 * time.Hour
+	MaxHoldTTL       = 24 * time.Hour
+	DoneRequestsKept = 256 // finished requests remembered per session for idempotent retries
+)
+
+// Entry is one committed log entry as the table sees it.
+type Entry struct {
+	Index uint64 // Raft index; becomes fencing tokens, versions and session ids
+	Now   int64  // leader's wall clock when proposed, Unix nanoseconds
+	Cmd   Command
+}
+
+// Command is one of the command types below.
+type Command interface{ command() }
+
+// CreateSession opens a session owned by a client.
+type CreateSession struct {
+	Name       string        `msgpack:"name,omitempty"`
+	TTL        time.Duration `msgpack:"ttl"`
+	OnDeadlock OnDeadlock    `msgpack:"on_deadlock,omitempty"`
+	Ordered    bool          `msgpack:"ordered,omitempty"`
+	LockDelay  time.Duration `msgpack:"lock_delay,omitempty"`
+}
+
+// CloseSession ends a session cleanly: its holds are released and its
+// pending requests cancelled.
+type CloseSession struct {
+	Session SessionID `msgpack:"session"`
+}
+
+// ExpireSession ends a session whose keepalives stopped: like CloseSession,
+// and the names it held stay blocked for its lock-delay.
+type ExpireSession struct {
+	Session SessionID `msgpack:"session"`
+}
+
+// LockSpec is one lock named in an acquire request.
+type LockSpec struct {
+	Name   string `msgpack:"name"`
+	Mode   Mode   `msgpack:"mode"`
+	Weight int    `msgpack:"weight,omitempty"` // permits taken on a semaphore; 0 means 1
+	Limit  int    `msgpack:"limit,omitempty"`  // semaphore size; 0 means "as it is" (1 for a new name)
+}
+
+// Acquire asks for one or more locks for a session.
+type Acquire struct {
+	Session   SessionID          `msgpack:"session"`
+	RequestID string             `msgpack:"request_id,omitempty"` // idempotency key; "" lets the table assign one
+	Locks     []LockSpec         `msgpack:"locks"`
+	Require   quorum.Requirement `msgpack:"require,omitempty"`
+	Wait      time.Duration      `msgpack:"wait,omitempty"`     // 0: try once; >0: queue at most this long
+	HoldTTL   time.Duration      `msgpack:"hold_ttl,omitempty"` // >0: the grant is released automatically after this long
+}
+
+// Release gives back one hold of Name (reentrant count minus one), or, with
+// RequestID, one hold of every lock that request was granted.
+type Release struct {
+	Session   SessionID `msgpack:"session"`
+	Name      string    `msgpack:"name,omitempty"`
+	RequestID string    `msgpack:"request_id,omitempty"`
+}
+
+// Surrender hands a held lock to its waiters and queues the session again
+// behind them. With nobody waiting it keeps the lock.
+type Surrender struct {
+	Session SessionID `msgpack:"session"`
+	Name    string    `msgpack:"name"`
+}
+
+// Cancel withdraws a pending request. Session 0 matches any session.
+type Cancel struct {
+	Session   SessionID `msgpack:"session,omitempty"`
+	RequestID string    `msgpack:"request_id"`
+}
+
+// Tick only advances the clock, so that hold TTLs, lock-delays and wait
+// deadlines fire when no other command arrives.
+type Tick struct{}
+
+func (CreateSession) command() {}
+func (CloseSession) command()  {}
+func (ExpireSession) command() {}
+func (Acquire) command()       {}
+func (Release) command()       {}
+func (Surrender) command()     {}
+func (Cancel) command()        {}
+func (Tick) command()          {}
+
+// Code is a machine-readable error code; the values are the API's codes.
+type Code string
+
+// Error codes a command can fail with.
+const (
+	CodeInvalid       Code = "invalid_request"
+	CodeNoSession     Code = "session_not_found"
+	CodeNoRequest     Code = "request_not_found"
+	CodeNoLock        Code = "lock_not_found"
+	CodeTimeout       Code = "timeout"
+	CodeDeadlock      Code = "deadlock"
+	CodePoorlyOrdered Code = "poorly_ordered_access"
+	CodeNotHeld       Code = "not_held"
+	CodeLimitMismatch Code = "limit_mismatch"
+)
+
+// Error is a domain failure: the command was well formed but could not be
+// carried out. The table is unchanged when a command returns an Error.
+type Error struct {
+	Code    Code   `msgpack:"code"`
+	Message string `msgpack:"message"`
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Grant is one lock a request was granted.
+type Grant struct {
+	Name   string `msgpack:"name"`
+	Mode   Mode   `msgpack:"mode"`
+	Weight int    `msgpack:"weight"`
+	Token  uint64 `msgpack:"token"`
+}
+
+// RequestInfo is the state of an acquire request.
+type RequestInfo struct {
+	ID       string     `msgpack:"id"`
+	Session  SessionID  `msgpack:"session"`
+	Status   Status     `msgpack:"status"`
+	Token    uint64     `msgpack:"token,omitempty"` // largest token among Granted
+	Granted  []Grant    `msgpack:"granted,omitempty"`
+	Locks    []LockSpec `msgpack:"locks"`
+	Seq      uint64     `msgpack:"seq"` // arrival order
+	Created  uint64     `msgpack:"created"`
+	Ended    uint64     `msgpack:"ended,omitempty"`    // index at which it stopped being pending
+	Deadline int64      `msgpack:"deadline,omitempty"` // wait deadline on the table clock
+}
+
+// Result is what one command produced.
+type Result struct {
+	Err      *Error       `msgpack:"err,omitempty"`
+	Session  SessionID    `msgpack:"session,omitempty"`  // CreateSession
+	Request  *RequestInfo `msgpack:"request,omitempty"`  // Acquire, Cancel
+	Released []string     `msgpack:"released,omitempty"` // Release
+	Kept     bool         `msgpack:"kept,omitempty"`     // Surrender: nobody waited
+	Events   []Event      `msgpack:"events,omitempty"`
+}
+
+// EventKind says what happened to a request, hold or session.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EvGranted     EventKind = iota + 1 // a request was granted (Name is one granted lock)
+	EvReleased                         // a hold was fully released by its session
+	EvExpired                          // a hold ended by hold_ttl or by its session's expiry
+	EvSurrendered                      // a hold was surrendered and its session re-queued
+	EvDeadlock                         // a pending request failed as a deadlock victim
+	EvCancelled                        // a pending request was cancelled
+	EvTimeout                          // a pending request's wait ran out
+	EvSessionCreated
+	EvSessionClosed
+	EvSessionExpired
+)
+
+var eventNames = [...]string{"", "granted", "released", "expired", "surrendered", "deadlock",
+	"cancelled", "timeout", "session_created", "session_closed", "session_expired"}
+
+// String returns the event kind's name.
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k > 0 {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// Event is one change a command made, so a server can wake exactly the
+// waiters and watchers it concerns.
+type Event struct {
+	Kind      EventKind `msgpack:"kind"`
+	Session   SessionID `msgpack:"session"`
+	RequestID string    `msgpack:"request_id,omitempty"`
+	Name      string    `msgpack:"name,omitempty"`
+	Token     uint64    `msgpack:"token,omitempty"`
+}

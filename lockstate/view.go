@@ -1,0 +1,228 @@
+package lockstate
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Holder is one hold as seen from outside.
+type Holder struct {
+	Session SessionID `json:"session" msgpack:"session"`
+	Mode    Mode      `json:"mode" msgpack:"mode"`
+	Weight  int       `json:"weight" msgpack:"weight"`
+	Count   int       `json:"count" msgpack:"count"`
+	Token   uint64    `json:"token" msgpack:"token"`
+	Expires int64     `json:"expires,omitempty" msgpack:"expires,omitempty"` // hold_ttl end on the table clock
+}
+
+// Waiter is one queued constituent as seen from outside.
+type Waiter struct {
+	Session   SessionID `json:"session"`
+	RequestID string    `json:"request_id"`
+	Mode      Mode      `json:"mode"`
+	Weight    int       `json:"weight"`
+	Seq       uint64    `json:"seq"`
+}
+
+// LockInfo describes one name: its holders and its waiters in arrival order.
+type LockInfo struct {
+	Name         string   `json:"name"`
+	Version      uint64   `json:"version"`
+	Limit        int      `json:"limit"`
+	Holders      []Holder `json:"holders"`
+	Waiters      []Waiter `json:"waiters"`
+	DelayedUntil int64    `json:"delayed_until,omitempty"`
+}
+
+// SessionInfo describes one session.
+type SessionInfo struct {
+	ID         SessionID     `json:"id"`
+	Name       string        `json:"name"`
+	TTL        time.Duration `json:"ttl"`
+	OnDeadlock OnDeadlock    `json:"on_deadlock"`
+	Ordered    bool          `json:"ordered"`
+	LockDelay  time.Duration `json:"lock_delay"`
+	Held       []HeldLock    `json:"held"`
+	Pending    []string      `json:"pending"` // request ids in arrival order
+}
+
+// HeldLock is one of a session's holds.
+type HeldLock struct {
+	Name string `json:"name"`
+	Holder
+}
+
+func (n *node) info() LockInfo {
+	li := LockInfo{Name: n.name, Version: n.version, Limit: n.limit, DelayedUntil: n.delayUntil,
+		Holders: make([]Holder, 0, len(n.holds)), Waiters: make([]Waiter, 0, n.own.n)}
+	for _, h := range n.holds {
+		li.Holders = append(li.Holders, h.view())
+	}
+	for e := n.own.head; e != nil; e = e.next {
+		r := e.w.req
+		li.Waiters = append(li.Waiters, Waiter{Session: r.s.id, RequestID: r.id, Mode: e.w.mode,
+			Weight: r.specs[e.w.i].Weight, Seq: r.seq})
+	}
+	return li
+}
+
+func (h *hold) view() Holder {
+	return Holder{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
+}
+
+// Lock returns one name's state; false if nobody holds, waits for or
+// delays it.
+func (t *Table) Lock(name string) (LockInfo, bool) {
+	n := t.nodes[name]
+	if n == nil || (!n.inUse() && n.delayUntil == 0) {
+		return LockInfo{}, false
+	}
+	return n.info(), true
+}
+
+// Version returns the version of a name's queue, or 0 if it has none.
+// Blocking queries wait for it to pass a given value.
+func (t *Table) Version(name string) uint64 {
+	if n := t.nodes[name]; n != nil {
+		return n.version
+	}
+	return 0
+}
+
+// Locks returns every name in use under prefix (a name prefix, byte-wise),
+// sorted by name.
+func (t *Table) Locks(prefix string) []LockInfo {
+	var names []string
+	for name, n := range t.nodes {
+		if strings.HasPrefix(name, prefix) && (n.inUse() || n.delayUntil != 0) {
+			names = append(names, name)
+		}
+	}
+	sortNames(names)
+	out := make([]LockInfo, len(names))
+	for i, name := range names {
+		out[i] = t.nodes[name].info()
+	}
+	return out
+}
+
+func (s *session) info() SessionInfo {
+	si := SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock, Ordered: s.ordered,
+		LockDelay: s.lockDelay, Held: []HeldLock{}, Pending: []string{}}
+	for _, h := range s.sortedHolds() {
+		si.Held = append(si.Held, HeldLock{Name: h.n.name, Holder: h.view()})
+	}
+	for _, r := range s.pending {
+		si.Pending = append(si.Pending, r.id)
+	}
+	return si
+}
+
+// Session returns one session.
+func (t *Table) Session(id SessionID) (SessionInfo, bool) {
+	s := t.sessions[id]
+	if s == nil {
+		return SessionInfo{}, false
+	}
+	return s.info(), true
+}
+
+// HasSession reports whether a session is open.
+func (t *Table) HasSession(id SessionID) bool { return t.sessions[id] != nil }
+
+// SessionTTLs returns every open session's TTL, by id. The leader re-arms
+// its keepalive timers from it when it takes office.
+func (t *Table) SessionTTLs() map[SessionID]time.Duration {
+	m := make(map[SessionID]time.Duration, len(t.sessions))
+	for id, s := range t.sessions {
+		m[id] = s.ttl
+	}
+	return m
+}
+
+// Sessions returns every open session, by id.
+func (t *Table) Sessions() []SessionInfo {
+	ids := make([]SessionID, 0, len(t.sessions))
+	for id := range t.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]SessionInfo, len(ids))
+	for i, id := range ids {
+		out[i] = t.sessions[id].info()
+	}
+	return out
+}
+
+// Request returns an acquire request that is pending or recently finished.
+func (t *Table) Request(id string) (RequestInfo, bool) {
+	r := t.requests[id]
+	if r == nil {
+		return RequestInfo{}, false
+	}
+	return *r.info(), true
+}
+
+// Check reports whether token is the token of a current hold on name or on
+// one of its ancestors (a lock on "db" protects "db/x"), and returns the
+// newest such token, 0 if there is none.
+func (t *Table) Check(name string, token uint64) (valid bool, current uint64) {
+	n := t.nodes[name]
+	if n == nil {
+		for p := parentName(name); p != "" && n == nil; p = parentName(p) {
+			n = t.nodes[p]
+		}
+	}
+	for ; n != nil; n = n.parent {
+		for _, h := range n.holds {
+			valid = valid || h.token == token
+			current = max(current, h.token)
+		}
+	}
+	return valid && token != 0, current
+}
+
+// Edge is one edge of the wait-for graph: From waits for To.
+type Edge struct {
+	From SessionID `json:"from"`
+	To   SessionID `json:"to"`
+}
+
+// WaitGraph returns the wait-for graph, sorted.
+func (t *Table) WaitGraph() []Edge {
+	var out []Edge
+	for _, s := range t.sessionsByID() {
+		for _, v := range t.waitsFor(s) {
+			out = append(out, Edge{From: s.id, To: v.id})
+		}
+	}
+	return out
+}
+
+func (t *Table) sessionsByID() []*session {
+	ss := make([]*session, 0, len(t.sessions))
+	for _, s := range t.sessions {
+		ss = append(ss, s)
+	}
+	slices.SortFunc(ss, func(a, b *session) int { return cmpID(a.id, b.id) })
+	return ss
+}
+
+// Stats counts what the table holds, for metrics.
+type Stats struct {
+	Sessions, Locks, Holds, Waiters, Requests int
+}
+
+// Stats returns the table's counts. It is O(names).
+func (t *Table) Stats() Stats {
+	st := Stats{Sessions: len(t.sessions), Requests: len(t.requests)}
+	for _, n := range t.nodes {
+		if n.inUse() {
+			st.Locks++
+		}
+		st.Holds += len(n.holds)
+		st.Waiters += n.own.n
+	}
+	return st
+}
