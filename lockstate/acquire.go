@@ -3,6 +3,7 @@ package lockstate
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -113,7 +114,7 @@ func (t *Table) acquire(c *Acquire) Result {
 
 	id := c.RequestID
 	if id == "" {
-		id = fmt.Sprintf("~auto-%d", t.index)
+		id = "~auto-" + strconv.FormatUint(t.index, 10)
 	}
 	t.seq++
 	r := &request{id: id, s: s, seq: t.seq, specs: specs, require: req, need: need,
@@ -134,7 +135,7 @@ func (t *Table) acquire(c *Acquire) Result {
 		r.deadline = t.clock + int64(c.Wait)
 		t.enqueue(r)
 		t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
-		t.detect(s)
+		t.detect(r)
 	}
 	return Result{Request: r.info()}
 }
@@ -228,8 +229,7 @@ func (t *Table) surrenderCmd(c *Surrender) Result {
 	if !t.blocksSomeone(h) {
 		return Result{Kept: true}
 	}
-	t.surrender(h)
-	t.detect(s)
+	t.detect(t.surrender(h))
 	return Result{}
 }
 
@@ -248,11 +248,11 @@ func (t *Table) blocksSomeone(h *hold) bool {
 		}
 		return false
 	}
-	if scan(&n.own) || scan(&n.sub) {
+	if scan(&n.qs().own) || scan(&n.qs().sub) {
 		return true
 	}
 	for a := n.parent; a != nil; a = a.parent {
-		if scan(&a.own) {
+		if scan(&a.qs().own) {
 			return true
 		}
 	}
@@ -262,7 +262,7 @@ func (t *Table) blocksSomeone(h *hold) bool {
 // surrender gives up h entirely and queues its session again, behind every
 // current waiter, for the same mode and weight; the regrant restores the
 // hold count.
-func (t *Table) surrender(h *hold) {
+func (t *Table) surrender(h *hold) *request {
 	s, n := h.s, h.n
 	t.seq++
 	r := &request{
@@ -274,6 +274,7 @@ func (t *Table) surrender(h *hold) {
 	t.dropHold(h, EvSurrendered)
 	t.enqueue(r)
 	t.cands.add(r) // it may be grantable at once if the waiters did not conflict after all
+	return r
 }
 
 func (t *Table) cancel(c *Cancel) Result {
@@ -289,9 +290,10 @@ func (t *Table) cancel(c *Cancel) Result {
 
 // info returns the public view of r.
 func (r *request) info() *RequestInfo {
+	// specs never change and granted is complete once set: share them.
 	return &RequestInfo{
 		ID: r.id, Session: r.s.id, Status: r.status, Token: r.token,
-		Granted: slices.Clone(r.granted), Locks: slices.Clone(r.specs),
+		Granted: r.granted, Locks: r.specs,
 		Seq: r.seq, Created: r.created, Ended: r.ended, Deadline: r.deadline,
 	}
 }

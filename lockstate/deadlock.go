@@ -17,7 +17,7 @@ const maxResolutions = 1 << 16
 func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
 	r, n, m := w.req, w.n, w.mode
 	s, sp := r.s, r.specs[w.i]
-	wt := n.weight
+	wt := int(n.weight)
 	if own := s.holds[n]; own != nil && own.mode == Write {
 		wt -= own.weight
 	}
@@ -37,7 +37,7 @@ func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
 	}
 	var below func(d *node)
 	below = func(d *node) {
-		for _, k := range d.kids {
+		for k := d.kid; k != nil; k = k.next {
 			if k.readers+k.writers+k.subReads+k.subWrites == 0 {
 				continue
 			}
@@ -62,17 +62,22 @@ func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
 			}
 		}
 	}
-	scan(&n.own)
-	scan(&n.sub)
+	scan(&n.qs().own)
+	scan(&n.qs().sub)
 	for a := n.parent; a != nil; a = a.parent {
-		scan(&a.own)
+		scan(&a.qs().own)
 	}
 }
 
 // waitsFor returns the sessions u waits for, by id.
 func (t *Table) waitsFor(u *session) []*session {
+	return t.waitsForReqs(u.pending)
+}
+
+// waitsForReqs returns the sessions the given requests wait for, by id.
+func (t *Table) waitsForReqs(reqs []*request) []*session {
 	set := make(map[*session]bool)
-	for _, r := range u.pending {
+	for _, r := range reqs {
 		for _, w := range r.waiters {
 			t.blockers(w, func(s *session, _ *hold) { set[s] = true })
 		}
@@ -96,15 +101,23 @@ func cmpID(a, b SessionID) int {
 }
 
 // findCycle returns a wait-for cycle through start (start first), or nil.
-// The search visits edges in session-id order, so it is deterministic.
-func (t *Table) findCycle(start *session) []*session {
+// With via set, only cycles whose first edge comes from that request are
+// sought. The search visits edges in session-id order, so it is
+// deterministic.
+func (t *Table) findCycle(start *session, via *request) []*session {
 	visited := make(map[*session]bool)
 	var path []*session
 	var dfs func(u *session) bool
 	dfs = func(u *session) bool {
 		path = append(path, u)
 		visited[u] = true
-		for _, v := range t.waitsFor(u) {
+		var next []*session
+		if u == start && via != nil {
+			next = t.waitsForReqs([]*request{via})
+		} else {
+			next = t.waitsFor(u)
+		}
+		for _, v := range next {
 			if v == start || (!visited[v] && dfs(v)) {
 				return true
 			}
@@ -118,21 +131,26 @@ func (t *Table) findCycle(start *session) []*session {
 	return nil
 }
 
-// detect breaks every wait-for cycle through start. New edges only come
-// from a newly queued request, so a new cycle always passes through the
-// session that queued it.
-func (t *Table) detect(start *session) {
+// detect breaks every wait-for cycle that the newly queued request r
+// closed. New edges only come from a newly queued request, so a new cycle
+// always starts with one of r's edges; the first search follows only
+// those, which keeps a session with many pending requests from paying for
+// all of them on every enqueue.
+func (t *Table) detect(r *request) {
+	start := r.s
 	if len(start.holds) == 0 && len(start.pending) <= 1 {
 		return // nobody can be waiting for start: no cycle can close through it
 	}
 	work := []*session{start}
+	via := r
 	for steps := 0; len(work) > 0 && steps < maxResolutions; steps++ {
 		s := work[0]
-		if t.sessions[s.id] != s || len(s.pending) == 0 {
-			work = work[1:]
+		if t.sessions[s.id] != s || len(s.pending) == 0 || (via != nil && via.status != Pending) {
+			work, via = work[1:], nil
 			continue
 		}
-		cyc := t.findCycle(s)
+		cyc := t.findCycle(s, via)
+		via = nil // after a resolution anything of s's may close a cycle
 		if cyc == nil {
 			work = work[1:]
 			continue

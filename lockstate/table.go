@@ -29,28 +29,53 @@ type Table struct {
 
 // node is one name in the hierarchy. It exists while it has holds, waiters,
 // a lock-delay or live descendants.
+//
+// It is kept small (most names are held once and never waited for): the
+// waiter lists live in a separate block made on first use, children are an
+// intrusive sibling list, counters are 32-bit.
 type node struct {
-	name    string
-	parent  *node
-	kids    map[string]*node // by full name
-	version uint64           // index of the last entry that changed its queue
-	limit   int              // semaphore size while in use; 0 when unused
+	name            string
+	parent          *node
+	kid, prev, next *node   // first child; previous and next sibling
+	version         uint64  // index of the last entry that changed its queue
+	limit           int     // semaphore size while in use; 0 when unused
+	holds           []*hold // in grant order
+	q               *queues // nil until a waiter is queued here or below
+	delayUntil      int64   // lock-delay end on the table clock; 0 = none
 
-	holds            []*hold // in grant order
-	readers, writers int     // holds here, by mode
-	weight           int     // sum of write holds' weights here
+	readers, writers    int32 // holds here, by mode
+	weight              int32 // sum of write holds' weights here
+	subReads, subWrites int32 // holds strictly below, by mode
+	subDelays           int32 // delayed nodes strictly below
+}
 
+// queues are a node's waiter lists.
+type queues struct {
 	own, ownW wlist // waiters on this name (all / write)
 	sub, subW wlist // waiters strictly below (all / write)
 	upg       wlist // waiters on this name whose session already holds it
-
-	subReads, subWrites int // holds strictly below, by mode
-
-	delayUntil int64 // lock-delay end on the table clock; 0 = none
-	subDelays  int   // delayed nodes strictly below
 }
 
-func (n *node) inUse() bool { return len(n.holds) > 0 || n.own.n > 0 }
+// noQueues stands in for a node without waiters; it is only ever read.
+var noQueues queues
+
+// qs returns n's waiter lists for reading.
+func (n *node) qs() *queues {
+	if n.q == nil {
+		return &noQueues
+	}
+	return n.q
+}
+
+// wq returns n's waiter lists for queueing, making them on first use.
+func (n *node) wq() *queues {
+	if n.q == nil {
+		n.q = new(queues)
+	}
+	return n.q
+}
+
+func (n *node) inUse() bool { return len(n.holds) > 0 || (n.q != nil && n.q.own.n > 0) }
 
 // effLimit is the semaphore size a spec would see on n.
 func (n *node) effLimit(spec LockSpec) int {
@@ -189,10 +214,11 @@ func (t *Table) ensure(name string) *node {
 	t.touched = append(t.touched, n)
 	t.nodes[name] = n
 	if parent != nil {
-		if parent.kids == nil {
-			parent.kids = make(map[string]*node)
+		n.next = parent.kid
+		if parent.kid != nil {
+			parent.kid.prev = n
 		}
-		parent.kids[name] = n
+		parent.kid = n
 	}
 	return n
 }
@@ -200,11 +226,18 @@ func (t *Table) ensure(name string) *node {
 // collect removes the nodes this entry touched that no longer hold anything.
 func (t *Table) collect() {
 	for _, n := range t.touched {
-		for n != nil && t.nodes[n.name] == n && !n.inUse() && len(n.kids) == 0 && n.delayUntil == 0 && n.upg.n == 0 {
+		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.kid == nil && n.delayUntil == 0 && n.qs().upg.n == 0 {
 			delete(t.nodes, n.name)
 			p := n.parent
 			if p != nil {
-				delete(p.kids, n.name)
+				if n.prev != nil {
+					n.prev.next = n.next
+				} else {
+					p.kid = n.next
+				}
+				if n.next != nil {
+					n.next.prev = n.prev
+				}
 			}
 			n = p
 		}
@@ -218,7 +251,7 @@ func (t *Table) collect() {
 // conflict with another session's hold on n, an ancestor or a descendant,
 // or with a lock-delay there. s's own holds never conflict with it.
 func (t *Table) holdConflict(s *session, n *node, m Mode, w int) bool {
-	r, wr, wt := n.readers, n.writers, n.weight
+	r, wr, wt := n.readers, n.writers, int(n.weight)
 	if own := s.holds[n]; own != nil {
 		if own.mode == Read {
 			r--
@@ -272,11 +305,11 @@ func (t *Table) holdConflict(s *session, n *node, m Mode, w int) bool {
 // with mode m on n, an ancestor or a descendant. The session's own earlier
 // requests count too: a session's requests are served in its own order.
 func waitConflict(n *node, m Mode, seq uint64) bool {
-	if earlier(&n.own, &n.ownW, m, seq) || earlier(&n.sub, &n.subW, m, seq) {
+	if q := n.qs(); earlier(&q.own, &q.ownW, m, seq) || earlier(&q.sub, &q.subW, m, seq) {
 		return true
 	}
 	for a := n.parent; a != nil; a = a.parent {
-		if earlier(&a.own, &a.ownW, m, seq) {
+		if q := a.qs(); earlier(&q.own, &q.ownW, m, seq) {
 			return true
 		}
 	}
@@ -372,7 +405,7 @@ func (t *Table) addHold(h *hold) {
 }
 
 // countHold adds (d=+1) or removes (d=-1) h from the aggregate counts.
-func (t *Table) countHold(h *hold, d int) {
+func (t *Table) countHold(h *hold, d int32) {
 	n := h.n
 	if h.mode == Read {
 		n.readers += d
@@ -381,7 +414,7 @@ func (t *Table) countHold(h *hold, d int) {
 		}
 	} else {
 		n.writers += d
-		n.weight += d * h.weight
+		n.weight += d * int32(h.weight)
 		for a := n.parent; a != nil; a = a.parent {
 			a.subWrites += d
 		}
@@ -430,17 +463,19 @@ func (t *Table) enqueueAs(r *request, upg []bool) {
 		}
 		w := &waiter{req: r, i: i, n: n, mode: sp.Mode, upg: upg[i]}
 		w.elems = make([]*elem, 0, 4)
-		n.own.push(w)
+		q := n.wq()
+		q.own.push(w)
 		if w.mode == Write {
-			n.ownW.push(w)
+			q.ownW.push(w)
 		}
 		if w.upg {
-			n.upg.push(w)
+			q.upg.push(w)
 		}
 		for a := n.parent; a != nil; a = a.parent {
-			a.sub.push(w)
+			aq := a.wq()
+			aq.sub.push(w)
 			if w.mode == Write {
-				a.subW.push(w)
+				aq.subW.push(w)
 			}
 		}
 		r.waiters[i] = w
@@ -480,17 +515,18 @@ func (t *Table) unqueue(r *request) {
 // upgrades, and every waiter below n.
 func (t *Table) wake(n *node) {
 	for a := n; a != nil; a = a.parent {
-		for e := a.own.head; e != nil; e = e.next {
+		q := a.qs()
+		for e := q.own.head; e != nil; e = e.next {
 			t.cands.add(e.w.req)
 			if e.w.mode == Write {
 				break
 			}
 		}
-		for e := a.upg.head; e != nil; e = e.next {
+		for e := q.upg.head; e != nil; e = e.next {
 			t.cands.add(e.w.req)
 		}
 	}
-	for e := n.sub.head; e != nil; e = e.next {
+	for e := n.qs().sub.head; e != nil; e = e.next {
 		t.cands.add(e.w.req)
 	}
 }

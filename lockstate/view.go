@@ -55,11 +55,11 @@ type HeldLock struct {
 
 func (n *node) info() LockInfo {
 	li := LockInfo{Name: n.name, Version: n.version, Limit: n.limit, DelayedUntil: n.delayUntil,
-		Holders: make([]Holder, 0, len(n.holds)), Waiters: make([]Waiter, 0, n.own.n)}
+		Holders: make([]Holder, 0, len(n.holds)), Waiters: make([]Waiter, 0, n.qs().own.n)}
 	for _, h := range n.holds {
 		li.Holders = append(li.Holders, h.view())
 	}
-	for e := n.own.head; e != nil; e = e.next {
+	for e := n.qs().own.head; e != nil; e = e.next {
 		r := e.w.req
 		li.Waiters = append(li.Waiters, Waiter{Session: r.s.id, RequestID: r.id, Mode: e.w.mode,
 			Weight: r.specs[e.w.i].Weight, Seq: r.seq})
@@ -222,7 +222,7 @@ func (t *Table) Stats() Stats {
 			st.Locks++
 		}
 		st.Holds += len(n.holds)
-		st.Waiters += n.own.n
+		st.Waiters += n.qs().own.n
 	}
 	return st
 }
