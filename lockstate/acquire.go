@@ -136,6 +136,11 @@ func (t *Table) acquire(c *Acquire) Result {
 		t.enqueue(r)
 		t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
 		t.detect(r)
+		if r.status == Pending {
+			for _, w := range r.waiters {
+				t.touch(w.n)
+			}
+		}
 	}
 	return Result{Request: r.info()}
 }

@@ -137,12 +137,16 @@ func (t *Table) findCycle(start *session, via *request) []*session {
 // those, which keeps a session with many pending requests from paying for
 // all of them on every enqueue.
 func (t *Table) detect(r *request) {
-	start := r.s
-	if len(start.holds) == 0 && len(start.pending) <= 1 {
-		return // nobody can be waiting for start: no cycle can close through it
+	if len(r.s.holds) == 0 && len(r.s.pending) <= 1 {
+		return // nobody can be waiting for its session: no cycle can close through it
 	}
+	t.detectFrom(r.s, r)
+}
+
+// detectFrom breaks every cycle through start; with via set, the first
+// search only follows that request's edges.
+func (t *Table) detectFrom(start *session, via *request) {
 	work := []*session{start}
-	via := r
 	for steps := 0; len(work) > 0 && steps < maxResolutions; steps++ {
 		s := work[0]
 		if t.sessions[s.id] != s || len(s.pending) == 0 || (via != nil && via.status != Pending) {
@@ -157,6 +161,27 @@ func (t *Table) detect(r *request) {
 		}
 		if again := t.resolve(cyc); again != nil {
 			work = append(work, again)
+		}
+	}
+}
+
+// suspect marks s for a full cycle check at the end of the entry: it
+// gained wait-for edges other than by queueing a request.
+func (t *Table) suspect(s *session) {
+	if !slices.Contains(t.suspects, s) {
+		t.suspects = append(t.suspects, s)
+	}
+}
+
+// recheck breaks the cycles through the suspects, in the order they were
+// marked, then settles what that freed.
+func (t *Table) recheck() {
+	for len(t.suspects) > 0 {
+		s := t.suspects[0]
+		t.suspects = t.suspects[1:]
+		if t.sessions[s.id] == s && len(s.pending) > 0 {
+			t.detectFrom(s, nil)
+			t.settle()
 		}
 	}
 }

@@ -16,13 +16,14 @@ const FormatVersion = 1
 
 // Header starts an export: the table's scalars and how many records follow.
 type Header struct {
-	Format   int    `msgpack:"format"`
-	Index    uint64 `msgpack:"index"`
-	Clock    int64  `msgpack:"clock"`
-	Seq      uint64 `msgpack:"seq"`
-	Sessions int    `msgpack:"sessions"`
-	Nodes    int    `msgpack:"nodes"`
-	Requests int    `msgpack:"requests"`
+	Format    int    `msgpack:"format"`
+	Index     uint64 `msgpack:"index"`
+	Clock     int64  `msgpack:"clock"`
+	Seq       uint64 `msgpack:"seq"`
+	Forgotten uint64 `msgpack:"forgotten"`
+	Sessions  int    `msgpack:"sessions"`
+	Nodes     int    `msgpack:"nodes"`
+	Requests  int    `msgpack:"requests"`
 }
 
 // SessionRecord is one session. Done lists its remembered finished
@@ -93,7 +94,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 	slices.SortFunc(reqs, func(a, b *request) int { return cmpU64(a.seq, b.seq) })
 	sessions := t.sessionsByID()
 
-	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq,
+	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq, Forgotten: t.forgotten,
 		Sessions: len(sessions), Nodes: len(names), Requests: len(reqs)}
 	if err := fn(h); err != nil {
 		return err
@@ -182,7 +183,7 @@ func NewLoader(h Header) (*Loader, error) {
 		return nil, fmt.Errorf("lockstate: snapshot format %d, this build reads %d", h.Format, FormatVersion)
 	}
 	t := New()
-	t.index, t.clock, t.seq = h.Index, h.Clock, h.Seq
+	t.index, t.clock, t.seq, t.forgotten = h.Index, h.Clock, h.Seq, h.Forgotten
 	return &Loader{t: t, h: h, versions: make(map[*node]uint64), limits: make(map[*node]int), done: make(map[SessionID][]string)}, nil
 }
 

@@ -21,10 +21,13 @@ type Table struct {
 
 	deadlines deadlines
 
+	forgotten uint64 // index of the last entry that forgot a name
+
 	// Scratch for the entry being applied.
-	events  []Event
-	cands   candQueue
-	touched []*node
+	events   []Event
+	cands    candQueue
+	touched  []*node
+	suspects []*session // sessions that gained wait-for edges other than by queueing
 }
 
 // node is one name in the hierarchy. It exists while it has holds, waiters,
@@ -183,6 +186,7 @@ func (t *Table) Apply(e Entry) Result {
 		res.Err = errorf(CodeInvalid, "unknown command %T", e.Cmd)
 	}
 	t.settle()
+	t.recheck()
 	t.collect()
 	t.trimDeadlines()
 	res.Events, t.events = t.events, nil
@@ -228,6 +232,7 @@ func (t *Table) collect() {
 	for _, n := range t.touched {
 		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.kid == nil && n.delayUntil == 0 && n.qs().upg.n == 0 {
 			delete(t.nodes, n.name)
+			t.forgotten = t.index
 			p := n.parent
 			if p != nil {
 				if n.prev != nil {
@@ -351,13 +356,19 @@ func (t *Table) choose(r *request) []int {
 
 // grant gives r the chosen specs at this entry's index and finishes it.
 func (t *Table) grant(r *request, chosen []int) {
+	// A queued request keeps the limit its names had while it waited
+	// (unqueueing the last waiter would otherwise forget it).
+	limits := make([]int, len(r.specs))
+	for i, w := range r.waiters {
+		limits[i] = w.n.limit
+	}
 	t.unqueue(r)
 	s := r.s
 	for _, i := range chosen {
 		sp := r.specs[i]
 		n := t.ensure(sp.Name)
 		if !n.inUse() {
-			n.limit = max(sp.Limit, 1)
+			n.limit = max(limits[i], sp.Limit, 1)
 		}
 		h := s.holds[n]
 		isNew := h == nil
@@ -370,6 +381,11 @@ func (t *Table) grant(r *request, chosen []int) {
 			t.countHold(h, +1)
 			h.count++
 			h.token, h.granted = t.index, t.index
+			// An upgrade changes what the hold conflicts with: on a
+			// semaphore a read turned write may admit write waiters, and
+			// waiters it overtook now wait for it (new wait-for edges).
+			t.wake(n)
+			t.suspect(s)
 		} else {
 			h.count++
 		}
@@ -436,6 +452,14 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 	if !n.inUse() {
 		n.limit = 0
 	}
+	// The session's own upgrades queued on n now wait for earlier waiters
+	// too: new wait-for edges, which may close a cycle.
+	for e := n.qs().upg.head; e != nil; e = e.next {
+		if e.w.req.s == s {
+			t.suspect(s)
+			break
+		}
+	}
 	t.touch(n)
 	t.emit(kind, s.id, "", n.name, h.token)
 	t.wake(n)
@@ -443,7 +467,8 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 
 // ---- queues ---------------------------------------------------------------
 
-// enqueue puts a pending r on the queues of all its names.
+// enqueue puts a pending r on the queues of all its names. It does not
+// touch their versions: the caller does once r is known to stay queued.
 func (t *Table) enqueue(r *request) {
 	upg := make([]bool, len(r.specs))
 	for i, sp := range r.specs {
@@ -479,12 +504,13 @@ func (t *Table) enqueueAs(r *request, upg []bool) {
 			}
 		}
 		r.waiters[i] = w
-		t.touch(n)
 	}
 	r.s.pending = append(r.s.pending, r)
 }
 
 // unqueue takes a request off every queue and wakes what it was blocking.
+// A request queued by this same entry was never seen in its queues, so
+// taking it off again is no change to them.
 func (t *Table) unqueue(r *request) {
 	for _, w := range r.waiters {
 		for _, e := range w.elems {
@@ -494,7 +520,9 @@ func (t *Table) unqueue(r *request) {
 		if !w.n.inUse() {
 			w.n.limit = 0
 		}
-		t.touch(w.n)
+		if r.created != t.index {
+			t.touch(w.n)
+		}
 	}
 	for _, w := range r.waiters {
 		t.wake(w.n)

@@ -81,13 +81,16 @@ func (t *Table) Lock(name string) (LockInfo, bool) {
 	return n.info(), true
 }
 
-// Version returns the version of a name's queue, or 0 if it has none.
-// Blocking queries wait for it to pass a given value.
+// Version returns the version of a name's queue. For a name the table does
+// not know it returns the index of the last entry that forgot any name: at
+// least the name's last version, so a blocking query waiting for
+// version > V wakes when the name is released and forgotten (like Consul's
+// index for a missing key, at the cost of an occasional early wake).
 func (t *Table) Version(name string) uint64 {
 	if n := t.nodes[name]; n != nil {
 		return n.version
 	}
-	return 0
+	return t.forgotten
 }
 
 // Locks returns every name in use under prefix (a name prefix, byte-wise),
