@@ -37,7 +37,7 @@ func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
 	}
 	var below func(d *node)
 	below = func(d *node) {
-		for k := d.kid; k != nil; k = k.next {
+		for k := d.kids.first; k != nil; k = k.next {
 			if k.readers+k.writers+k.subReads+k.subWrites == 0 {
 				continue
 			}

@@ -1,10 +1,8 @@
 package lockstate
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lockd/lockd/quorum"
@@ -79,14 +77,19 @@ type RequestRecord struct {
 }
 
 // Export calls fn with the Header and then every record in a canonical
-// order: sessions by id, nodes by name (so parents come first), requests
-// by arrival. Two tables with the same content export the same records.
+// order: sessions by id, nodes in tree order (each name before its
+// children, siblings in creation order, which the same log always
+// reproduces and Loader preserves), requests by arrival.
 func (t *Table) Export(fn func(rec any) error) error {
-	names := make([]string, 0, len(t.nodes))
-	for name := range t.nodes {
-		names = append(names, name)
+	nodes := make([]*node, 0, len(t.nodes))
+	var walk func(l sibs)
+	walk = func(l sibs) {
+		for n := l.first; n != nil; n = n.next {
+			nodes = append(nodes, n)
+			walk(n.kids)
+		}
 	}
-	slices.SortFunc(names, strings.Compare)
+	walk(t.top)
 	reqs := make([]*request, 0, len(t.requests))
 	for _, r := range t.requests {
 		reqs = append(reqs, r)
@@ -95,7 +98,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 	sessions := t.sessionsByID()
 
 	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq, Forgotten: t.forgotten,
-		Sessions: len(sessions), Nodes: len(names), Requests: len(reqs)}
+		Sessions: len(sessions), Nodes: len(nodes), Requests: len(reqs)}
 	if err := fn(h); err != nil {
 		return err
 	}
@@ -111,9 +114,8 @@ func (t *Table) Export(fn func(rec any) error) error {
 			return err
 		}
 	}
-	for _, name := range names {
-		n := t.nodes[name]
-		rec := NodeRecord{Name: name, Version: n.version, Limit: n.limit, DelayUntil: n.delayUntil,
+	for _, n := range nodes {
+		rec := NodeRecord{Name: n.name, Version: n.version, Limit: n.limit, DelayUntil: n.delayUntil,
 			Holds: make([]HoldRecord, len(n.holds))}
 		for i, h := range n.holds {
 			rec.Holds[i] = HoldRecord{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count,
@@ -150,31 +152,12 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// Digest returns a hash of the table's whole content (not of its applied
-// index): equal digests at equal applied indexes mean converged tables.
-func (t *Table) Digest() [32]byte {
-	h := sha256.New()
-	_ = t.Export(func(rec any) error {
-		if hd, ok := rec.(Header); ok {
-			hd.Index = 0 // content only
-			rec = hd
-		}
-		_, err := fmt.Fprintf(h, "%T%+v\n", rec, rec)
-		return err
-	})
-	var d [32]byte
-	h.Sum(d[:0])
-	return d
-}
-
 // Loader rebuilds a table from exported records, given in Export's order.
 type Loader struct {
-	t        *Table
-	h        Header
-	versions map[*node]uint64
-	limits   map[*node]int
-	counts   [3]int
-	done     map[SessionID][]string
+	t      *Table
+	h      Header
+	counts [3]int
+	done   map[SessionID][]string
 }
 
 // NewLoader starts a load from a Header.
@@ -182,9 +165,13 @@ func NewLoader(h Header) (*Loader, error) {
 	if h.Format != FormatVersion {
 		return nil, fmt.Errorf("lockstate: snapshot format %d, this build reads %d", h.Format, FormatVersion)
 	}
-	t := New()
+	t := &Table{
+		sessions: make(map[SessionID]*session, h.Sessions),
+		nodes:    make(map[string]*node, h.Nodes),
+		requests: make(map[string]*request, h.Requests),
+	}
 	t.index, t.clock, t.seq, t.forgotten = h.Index, h.Clock, h.Seq, h.Forgotten
-	return &Loader{t: t, h: h, versions: make(map[*node]uint64), limits: make(map[*node]int), done: make(map[SessionID][]string)}, nil
+	return &Loader{t: t, h: h, done: make(map[SessionID][]string)}, nil
 }
 
 // Session adds a session record.
@@ -206,16 +193,17 @@ func (l *Loader) Node(rec NodeRecord) error {
 	if err := ValidName(rec.Name); err != nil {
 		return fmt.Errorf("lockstate: load: %w", err)
 	}
-	if t.nodes[rec.Name] != nil && l.versions[t.nodes[rec.Name]] != 0 {
-		return fmt.Errorf("lockstate: load: node %q twice", rec.Name)
+	// Parents come first, so a node that exists already is a duplicate or
+	// out of order; an ancestor made here without a record of its own is
+	// caught by the node count in Table.
+	if t.nodes[rec.Name] != nil {
+		return fmt.Errorf("lockstate: load: node %q twice or out of order", rec.Name)
 	}
 	n := t.ensure(rec.Name)
-	l.versions[n] = max(rec.Version, 1)
-	l.limits[n] = rec.Limit
-	n.limit = rec.Limit
 	if rec.DelayUntil != 0 {
 		t.setDelay(n, rec.DelayUntil)
 	}
+	n.version, n.limit = max(rec.Version, 1), rec.Limit
 	for _, hr := range rec.Holds {
 		s := t.sessions[hr.Session]
 		if s == nil || s.holds[n] != nil || hr.Count < 1 || (hr.Mode != Read && hr.Mode != Write) {
@@ -252,7 +240,7 @@ func (l *Loader) Request(rec RequestRecord) error {
 				return fmt.Errorf("lockstate: load: %w", err)
 			}
 		}
-		t.enqueueAs(r, rec.Upgrade)
+		t.enqueueAs(r, rec.Upgrade, false)
 		if r.deadline != 0 {
 			t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
 		}
@@ -278,15 +266,10 @@ func (l *Loader) Table() (*Table, error) {
 			s.done = append(s.done, r)
 		}
 	}
-	for n, v := range l.versions { // queueing on load moved these; put back the recorded ones
-		n.version, n.limit = v, l.limits[n]
+	if len(t.nodes) != l.counts[1] {
+		return nil, fmt.Errorf("lockstate: load: %d nodes for %d node records (an ancestor without a record)", len(t.nodes), l.counts[1])
 	}
-	for _, n := range t.nodes {
-		if l.versions[n] == 0 {
-			return nil, fmt.Errorf("lockstate: load: node %q has no record", n.name)
-		}
-	}
-	t.touched = t.touched[:0]
+	t.touched = nil
 	t.trimDeadlines()
 	return t, nil
 }

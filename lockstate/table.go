@@ -18,6 +18,7 @@ type Table struct {
 	sessions map[SessionID]*session
 	nodes    map[string]*node
 	requests map[string]*request
+	top      sibs // top-level names in creation order
 
 	deadlines deadlines
 
@@ -37,19 +38,48 @@ type Table struct {
 // waiter lists live in a separate block made on first use, children are an
 // intrusive sibling list, counters are 32-bit.
 type node struct {
-	name            string
-	parent          *node
-	kid, prev, next *node   // first child; previous and next sibling
-	version         uint64  // index of the last entry that changed its queue
-	limit           int     // semaphore size while in use; 0 when unused
-	holds           []*hold // in grant order
-	q               *queues // nil until a waiter is queued here or below
-	delayUntil      int64   // lock-delay end on the table clock; 0 = none
+	name       string
+	parent     *node
+	kids       sibs    // children in creation order
+	prev, next *node   // siblings
+	version    uint64  // index of the last entry that changed its queue
+	limit      int     // semaphore size while in use; 0 when unused
+	holds      []*hold // in grant order
+	q          *queues // nil until a waiter is queued here or below
+	delayUntil int64   // lock-delay end on the table clock; 0 = none
 
 	readers, writers    int32 // holds here, by mode
 	weight              int32 // sum of write holds' weights here
 	subReads, subWrites int32 // holds strictly below, by mode
 	subDelays           int32 // delayed nodes strictly below
+}
+
+// sibs is an intrusive list of sibling nodes in creation order. The order
+// is part of the state: Export walks it, so no export has to sort names.
+type sibs struct{ first, last *node }
+
+func (l *sibs) add(n *node) {
+	n.prev = l.last
+	if l.last == nil {
+		l.first = n
+	} else {
+		l.last.next = n
+	}
+	l.last = n
+}
+
+func (l *sibs) remove(n *node) {
+	if n.prev == nil {
+		l.first = n.next
+	} else {
+		n.prev.next = n.next
+	}
+	if n.next == nil {
+		l.last = n.prev
+	} else {
+		n.next.prev = n.prev
+	}
+	n.prev, n.next = nil, nil
 }
 
 // queues are a node's waiter lists.
@@ -218,11 +248,9 @@ func (t *Table) ensure(name string) *node {
 	t.touched = append(t.touched, n)
 	t.nodes[name] = n
 	if parent != nil {
-		n.next = parent.kid
-		if parent.kid != nil {
-			parent.kid.prev = n
-		}
-		parent.kid = n
+		parent.kids.add(n)
+	} else {
+		t.top.add(n)
 	}
 	return n
 }
@@ -230,19 +258,14 @@ func (t *Table) ensure(name string) *node {
 // collect removes the nodes this entry touched that no longer hold anything.
 func (t *Table) collect() {
 	for _, n := range t.touched {
-		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.kid == nil && n.delayUntil == 0 && n.qs().upg.n == 0 {
+		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.kids.first == nil && n.delayUntil == 0 && n.qs().upg.n == 0 {
 			delete(t.nodes, n.name)
 			t.forgotten = t.index
 			p := n.parent
 			if p != nil {
-				if n.prev != nil {
-					n.prev.next = n.next
-				} else {
-					p.kid = n.next
-				}
-				if n.next != nil {
-					n.next.prev = n.prev
-				}
+				p.kids.remove(n)
+			} else {
+				t.top.remove(n)
 			}
 			n = p
 		}
@@ -475,15 +498,16 @@ func (t *Table) enqueue(r *request) {
 		n := t.ensure(sp.Name)
 		upg[i] = r.s.holds[n] != nil
 	}
-	t.enqueueAs(r, upg)
+	t.enqueueAs(r, upg, true)
 }
 
-// enqueueAs queues r with the given upgrade flags (as recorded, on load).
-func (t *Table) enqueueAs(r *request, upg []bool) {
+// enqueueAs queues r with the given upgrade flags. On load (setLimits
+// false) the nodes already carry their recorded limits.
+func (t *Table) enqueueAs(r *request, upg []bool, setLimits bool) {
 	r.waiters = make([]*waiter, len(r.specs))
 	for i, sp := range r.specs {
 		n := t.ensure(sp.Name)
-		if !n.inUse() {
+		if setLimits && !n.inUse() {
 			n.limit = max(sp.Limit, 1)
 		}
 		w := &waiter{req: r, i: i, n: n, mode: sp.Mode, upg: upg[i]}
