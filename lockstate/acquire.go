@@ -30,7 +30,8 @@ func validRequestID(id string) *Error {
 }
 
 // normalize checks an acquire's content and fills defaults (weight 1,
-// require all). It returns the specs to use and k.
+// require all) in place: the command belongs to the entry being applied.
+// It returns the specs to use and k.
 func normalize(c *Acquire) ([]LockSpec, quorum.Requirement, int, *Error) {
 	if len(c.Locks) == 0 || len(c.Locks) > MaxLocksPerReq {
 		return nil, "", 0, errorf(CodeInvalid, "a request names 1 to %d locks, not %d", MaxLocksPerReq, len(c.Locks))
@@ -46,7 +47,7 @@ func normalize(c *Acquire) ([]LockSpec, quorum.Requirement, int, *Error) {
 	case c.HoldTTL < 0 || c.HoldTTL > MaxHoldTTL:
 		return nil, "", 0, errorf(CodeInvalid, "hold_ttl %v is outside [0, %v]", c.HoldTTL, MaxHoldTTL)
 	}
-	specs := make([]LockSpec, len(c.Locks))
+	specs := c.Locks
 	for i, sp := range c.Locks {
 		if err := ValidName(sp.Name); err != nil {
 			return nil, "", 0, err.(*Error)
@@ -121,12 +122,14 @@ func (t *Table) acquire(c *Acquire) Result {
 		holdTTL: c.HoldTTL, status: Pending, created: t.index}
 	t.requests[id] = r
 
-	ok := make([]bool, len(specs))
+	var okBuf [8]bool
+	var pickBuf [8]int
+	ok := okBuf[:0]
 	for i, sp := range specs {
 		n := t.ensure(sp.Name)
-		ok[i] = t.grantable(r, i, n, s.holds[n] != nil)
+		ok = append(ok, t.grantable(r, i, n, s.holds[n] != nil))
 	}
-	switch chosen := quorum.Pick(need, ok); {
+	switch chosen := quorum.AppendPick(pickBuf[:0], need, ok); {
 	case chosen != nil:
 		t.grant(r, chosen)
 	case c.Wait == 0:

@@ -24,8 +24,11 @@ type Table struct {
 
 	forgotten uint64 // index of the last entry that forgot a name
 
-	// Scratch for the entry being applied.
+	// Scratch for the entry being applied. Events are carved out of a
+	// shared chunk (each result gets a full slice expression, so nobody
+	// can append into another's events) to save an allocation per entry.
 	events   []Event
+	evStart  int
 	cands    candQueue
 	touched  []*node
 	suspects []*session // sessions that gained wait-for edges other than by queueing
@@ -219,7 +222,13 @@ func (t *Table) Apply(e Entry) Result {
 	t.recheck()
 	t.collect()
 	t.trimDeadlines()
-	res.Events, t.events = t.events, nil
+	if len(t.events) > t.evStart {
+		res.Events = t.events[t.evStart:len(t.events):len(t.events)]
+	}
+	if cap(t.events)-len(t.events) < 4 {
+		t.events = make([]Event, 0, 256)
+	}
+	t.evStart = len(t.events)
 	return res
 }
 
@@ -365,25 +374,29 @@ func (t *Table) grantable(r *request, i int, n *node, held bool) bool {
 	return held || !waitConflict(n, sp.Mode, r.seq)
 }
 
-// choose returns the specs of a pending r to grant now, or nil.
-func (t *Table) choose(r *request) []int {
-	ok := make([]bool, len(r.specs))
+// choose returns the specs of a pending r to grant now, or nil. buf is
+// scratch space for the answer.
+func (t *Table) choose(r *request, buf []int) []int {
+	var okBuf [8]bool // most requests name few locks: no allocation
+	ok := okBuf[:0]
 	for i, w := range r.waiters {
-		ok[i] = t.grantable(r, i, w.n, w.upg)
-		if !ok[i] && r.need == len(r.specs) {
+		g := t.grantable(r, i, w.n, w.upg)
+		if !g && r.need == len(r.specs) {
 			return nil
 		}
+		ok = append(ok, g)
 	}
-	return quorum.Pick(r.need, ok)
+	return quorum.AppendPick(buf, r.need, ok)
 }
 
 // grant gives r the chosen specs at this entry's index and finishes it.
 func (t *Table) grant(r *request, chosen []int) {
 	// A queued request keeps the limit its names had while it waited
 	// (unqueueing the last waiter would otherwise forget it).
-	limits := make([]int, len(r.specs))
-	for i, w := range r.waiters {
-		limits[i] = w.n.limit
+	var limBuf [8]int
+	limits := limBuf[:0]
+	for _, w := range r.waiters {
+		limits = append(limits, w.n.limit)
 	}
 	t.unqueue(r)
 	s := r.s
@@ -391,7 +404,10 @@ func (t *Table) grant(r *request, chosen []int) {
 		sp := r.specs[i]
 		n := t.ensure(sp.Name)
 		if !n.inUse() {
-			n.limit = max(limits[i], sp.Limit, 1)
+			n.limit = max(sp.Limit, 1)
+			if i < len(limits) { // it was queued: keep the limit it queued under
+				n.limit = max(n.limit, limits[i])
+			}
 		}
 		h := s.holds[n]
 		isNew := h == nil
@@ -591,7 +607,8 @@ func (t *Table) settle() {
 		if r.status != Pending {
 			continue
 		}
-		if chosen := t.choose(r); chosen != nil {
+		var buf [8]int
+		if chosen := t.choose(r, buf[:0]); chosen != nil {
 			t.grant(r, chosen)
 		}
 	}

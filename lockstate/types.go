@@ -81,7 +81,8 @@ const (
 	DoneRequestsKept = 256 // finished requests remembered per session for idempotent retries
 )
 
-// Entry is one committed log entry as the table sees it.
+// Entry is one committed log entry as the table sees it. Apply takes
+// ownership of Cmd: it may fill defaults in place and keep its slices.
 type Entry struct {
 	Index uint64 // Raft index; becomes fencing tokens, versions and session ids
 	Now   int64  // leader's wall clock when proposed, Unix nanoseconds

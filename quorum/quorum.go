@@ -50,10 +50,16 @@ func (r Requirement) Need(n int) (int, error) {
 // granted now. It returns the chosen indices, or nil when fewer than k are
 // grantable (the request must keep waiting, holding nothing).
 func Pick(k int, grantable []bool) []int {
+	return AppendPick(nil, k, grantable)
+}
+
+// AppendPick is Pick appending to dst, so a caller can pass a buffer and
+// pick without allocating. It returns nil when fewer than k are grantable.
+func AppendPick(dst []int, k int, grantable []bool) []int {
 	if k < 1 {
 		return nil
 	}
-	chosen := make([]int, 0, k)
+	chosen := dst[:0]
 	for i, ok := range grantable {
 		if !ok {
 			continue
