@@ -190,7 +190,7 @@ func (t *Table) release(c *Release) Result {
 		if r == nil || r.s != s {
 			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %d", c.RequestID, s.id)}
 		}
-		if r.status != Granted {
+		if r.status != Granted { // released already: a retried release must not drop other holds
 			return Result{Err: errorf(CodeNotHeld, "request %q is %s, not granted", r.id, r.status)}
 		}
 		for _, g := range r.granted {
@@ -217,6 +217,9 @@ func (t *Table) release(c *Release) Result {
 		} else {
 			t.touch(n)
 		}
+	}
+	if c.RequestID != "" {
+		t.requests[c.RequestID].status = Released
 	}
 	return Result{Released: names}
 }

@@ -173,6 +173,32 @@ func (t *Table) suspect(s *session) {
 	}
 }
 
+// suspectNewEdges marks the sessions that a new or stronger hold on n can
+// give new wait-for edges to a holder they did not wait for before. Any
+// other waiter that conflicts with the hold arrived after its request and
+// already waited for its session as an earlier waiter. The exceptions:
+// upgrades on related names (they skip waiters), and write waiters on a
+// semaphore the grant filled (they now wait for every write holder).
+func (t *Table) suspectNewEdges(n *node) {
+	if t.upgrades > 0 {
+		for a := n; a != nil; a = a.parent {
+			for e := a.qs().upg.head; e != nil; e = e.next {
+				t.suspect(e.w.req.s)
+			}
+		}
+		for e := n.qs().sub.head; e != nil; e = e.next {
+			if e.w.upg {
+				t.suspect(e.w.req.s)
+			}
+		}
+	}
+	if n.limit > 1 {
+		for e := n.qs().ownW.head; e != nil; e = e.next {
+			t.suspect(e.w.req.s)
+		}
+	}
+}
+
 // recheck breaks the cycles through the suspects, in the order they were
 // marked, then settles what that freed.
 func (t *Table) recheck() {

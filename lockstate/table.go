@@ -32,6 +32,8 @@ type Table struct {
 	cands    candQueue
 	touched  []*node
 	suspects []*session // sessions that gained wait-for edges other than by queueing
+
+	upgrades int // queued upgrade waiters, so grants skip looking for them when there are none
 }
 
 // node is one name in the hierarchy. It exists while it has holds, waiters,
@@ -414,6 +416,7 @@ func (t *Table) grant(r *request, chosen []int) {
 		if isNew {
 			h = &hold{s: s, n: n, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: t.index, granted: t.index}
 			t.addHold(h)
+			t.suspectNewEdges(n)
 		} else if sp.Mode > h.mode || sp.Weight > h.weight {
 			t.countHold(h, -1)
 			h.mode, h.weight = max(h.mode, sp.Mode), max(h.weight, sp.Weight)
@@ -425,6 +428,7 @@ func (t *Table) grant(r *request, chosen []int) {
 			// waiters it overtook now wait for it (new wait-for edges).
 			t.wake(n)
 			t.suspect(s)
+			t.suspectNewEdges(n)
 		} else {
 			h.count++
 		}
@@ -535,6 +539,7 @@ func (t *Table) enqueueAs(r *request, upg []bool, setLimits bool) {
 		}
 		if w.upg {
 			q.upg.push(w)
+			t.upgrades++
 		}
 		for a := n.parent; a != nil; a = a.parent {
 			aq := a.wq()
@@ -557,6 +562,9 @@ func (t *Table) unqueue(r *request) {
 			e.list.remove(e)
 		}
 		w.elems = nil
+		if w.upg {
+			t.upgrades--
+		}
 		if !w.n.inUse() {
 			w.n.limit = 0
 		}

@@ -61,6 +61,7 @@ const (
 	TimedOut  Status = "timeout"
 	Deadlock  Status = "deadlock"
 	Cancelled Status = "cancelled"
+	Released  Status = "released" // granted, then released by request_id
 )
 
 // Limits on what a command may carry. The API checks them before proposing
