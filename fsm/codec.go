@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// MessageType is the first byte of every log entry: which command follows.
+// Values are written to the log forever: never reuse or renumber one.
+type MessageType uint8
+
+// Command types. 0 is never valid, so a zeroed entry cannot pass for a
+// command.
+const (
+	CreateSessionType MessageType = 1
+	CloseSessionType  MessageType = 2
+	ExpireSessionType MessageType = 3
+	AcquireType       MessageType = 4
+	ReleaseType       MessageType = 5
+	SurrenderType     MessageType = 6
+	CancelType        MessageType = 7
+	TickType          MessageType = 8
+)
+
+// IgnoreUnknownFlag marks a command that a build which does not know its
+// type may skip. A later version sets it on optional commands that do not
+// change the lock table. As in Consul, the flag is stripped before the type
+// is looked up: a flagged type this build knows is applied as usual.
+const IgnoreUnknownFlag MessageType = 0x80
+
+// commandType describes one command type: its name for messages, the Go
+// type Encode accepts, and the decoder for its body.
+type commandType struct {
+	name   string
+	typ    reflect.Type
+	decode func(b []byte) (cmd lockstate.Command, rest []byte, err error)
+}
+
+// commandTypes is the dispatch table, indexed by MessageType without
+// IgnoreUnknownFlag. Adding a command means adding a constant, a row and
+// its decoder in commands.go.
+var commandTypes = [IgnoreUnknownFlag]commandType{
+	CreateSessionType: {"create_session", reflect.TypeFor[*lockstate.CreateSession](), decodeCreateSession},
+	CloseSessionType:  {"close_session", reflect.TypeFor[*lockstate.CloseSession](), decodeCloseSession},
+	ExpireSessionType: {"expire_session", reflect.TypeFor[*lockstate.ExpireSession](), decodeExpireSession},
+	AcquireType:       {"acquire", reflect.TypeFor[*lockstate.Acquire](), decodeAcquire},
+	ReleaseType:       {"release", reflect.TypeFor[*lockstate.Release](), decodeRelease},
+	SurrenderType:     {"surrender", reflect.TypeFor[*lockstate.Surrender](), decodeSurrender},
+	CancelType:        {"cancel", reflect.TypeFor[*lockstate.Cancel](), decodeCancel},
+	TickType:          {"tick", reflect.TypeFor[*lockstate.Tick](), decodeTick},
+}
+
+// typeOf maps a command's dynamic Go type back to its MessageType. It is
+// built from commandTypes so the table stays the only list of commands.
+var typeOf = func() map[reflect.Type]MessageType {
+	m := make(map[reflect.Type]MessageType)
+	for t, c := range commandTypes {
+		if c.typ != nil {
+			m[c.typ] = MessageType(t)
+		}
+	}
+	return m
+}()
+
+// String returns the command's name, or "type(N)" for an unknown type.
+func (t MessageType) String() string {
+	base := t &^ IgnoreUnknownFlag
+	if c := commandTypes[base]; c.typ != nil {
+		if t&IgnoreUnknownFlag != 0 {
+			return c.name + "|ignorable"
+		}
+		return c.name
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// ErrMalformed is wrapped by every Decode error other than an unknown type:
+// the entry is empty, truncated, not msgpack, or not the shape of its type.
+var ErrMalformed = errors.New("malformed entry")
+
+// UnknownTypeError is returned by Decode for a type byte this build does
+// not know.
+type UnknownTypeError struct {
+	Type MessageType
+}
+
+func (e *UnknownTypeError) Error() string {
+	return fmt.Sprintf("fsm: unknown command type %d (ignorable: %t)", uint8(e.Type), e.Ignorable())
+}
+
+// Ignorable reports whether the entry carries IgnoreUnknownFlag and may be
+// skipped.
+func (e *UnknownTypeError) Ignorable() bool { return e.Type&IgnoreUnknownFlag != 0 }
+
+// Encode returns the log entry for cmd proposed at now (the leader's clock,
+// Unix nanoseconds): the command's type byte, then the msgpack array
+// [now, cmd] with cmd as a map keyed by its msgpack tags.
+func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
+	t, ok := typeOf[reflect.TypeOf(cmd)]
+	if !ok {
+		return nil, fmt.Errorf("fsm: encode: %T is not a command this build knows", cmd)
+	}
+	if reflect.ValueOf(cmd).IsNil() {
+		return nil, fmt.Errorf("fsm: encode: nil %T", cmd)
+	}
+	var buf bytes.Buffer
+	buf.Grow(64)
+	buf.WriteByte(byte(t))
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf)
+	enc.UseCompactInts(true)
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
+	}
+	if err := enc.EncodeInt(now); err != nil {
+		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
+	}
+	if err := enc.Encode(cmd); err != nil {
+		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode parses a log entry written by Encode. It never panics, and
+// allocates nothing for lengths the entry does not actually contain. It is
+// strict, because a node that guesses would diverge from one that does
+// not: the body must be the array [now, map] and nothing after it; the map
+// may carry only the command's own fields, each at most once (a newer
+// writer must add a new command type instead); integers must fit their
+// fields. An unknown type returns an *UnknownTypeError; every other
+// failure wraps ErrMalformed.
+func Decode(b []byte) (now int64, cmd lockstate.Command, err error) {
+	if len(b) == 0 {
+		return 0, nil, fmt.Errorf("fsm: decode: empty entry: %w", ErrMalformed)
+	}
+	t := MessageType(b[0])
+	ct := &commandTypes[t&^IgnoreUnknownFlag]
+	if ct.decode == nil {
+		return 0, nil, &UnknownTypeError{Type: t}
+	}
+	r := mpReader{b: b[1:]}
+	if n, err := r.arrayLen(); err != nil || n != 2 {
+		return 0, nil, malformed(t, "body is not a 2-element array", err)
+	}
+	if now, err = r.int(); err != nil {
+		return 0, nil, malformed(t, "now", err)
+	}
+	cmd, rest, err := ct.decode(r.left())
+	if err != nil {
+		return 0, nil, malformed(t, "command", err)
+	}
+	if len(rest) != 0 {
+		return 0, nil, malformed(t, fmt.Sprintf("%d trailing bytes", len(rest)), nil)
+	}
+	return now, cmd, nil
+}
+
+func malformed(t MessageType, what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("fsm: decode %s: %s: %w: %w", t, what, ErrMalformed, err)
+	}
+	return fmt.Errorf("fsm: decode %s: %s: %w", t, what, ErrMalformed)
+}

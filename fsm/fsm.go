@@ -1,0 +1,196 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// ErrStopped is returned by Apply and WaitApplied after the FSM met an
+// entry it could not apply and Config.Fatal returned instead of stopping
+// the process. The FSM applies nothing after that.
+var ErrStopped = errors.New("fsm: stopped after a fatal entry")
+
+// Config configures an FSM. The zero value is usable.
+type Config struct {
+	// Logger receives skipped entries and fatal errors; nil discards them.
+	Logger hclog.Logger
+	// Fatal is called with a message when an entry cannot be applied
+	// without diverging from the other nodes (it does not decode, has an
+	// unknown type without IgnoreUnknownFlag, or comes out of order). It
+	// must not return in production: nil means panic(msg), which stops the
+	// node from inside raft's FSM goroutine. Tests set a function that
+	// records the message.
+	Fatal func(msg string)
+}
+
+// FSM is the raft.FSM of a lockd node: a lockstate.Table plus the apply
+// bookkeeping readers need. Apply, Snapshot and Restore are called by raft
+// from one goroutine; every other method is safe for concurrent use.
+type FSM struct {
+	logger hclog.Logger
+	fatal  func(msg string)
+
+	mu      sync.RWMutex // guards table; Apply and Restore write, readers read
+	table   *lockstate.Table
+	applied atomic.Uint64 // index of the last entry this FSM applied; set under mu
+
+	stopped atomic.Bool // a fatal entry was met and Fatal returned
+
+	watch watcher // wakes blocking readers on every applied entry
+	hub   hub     // per-entry events for subscribers
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an FSM holding an empty table.
+func New(cfg Config) *FSM {
+	f := &FSM{logger: cfg.Logger, fatal: cfg.Fatal, table: lockstate.New()}
+	if f.logger == nil {
+		f.logger = hclog.NewNullLogger()
+	}
+	if f.fatal == nil {
+		f.fatal = func(msg string) { panic(msg) }
+	}
+	return f
+}
+
+// Apply applies one committed log entry. For a command it returns the
+// table's *lockstate.Result, whose Err carries a domain failure (the table
+// is then unchanged); its slices are shared with subscribers and must not
+// be modified. It returns nil for entries that are not commands and
+// for unknown commands marked IgnoreUnknownFlag. An entry that cannot be
+// applied without diverging calls Config.Fatal; if that returns, Apply
+// returns an error wrapping ErrStopped and the FSM applies nothing more.
+func (f *FSM) Apply(l *raft.Log) any {
+	if f.stopped.Load() {
+		return f.stop(fmt.Sprintf("fsm: entry %d not applied: %v", l.Index, ErrStopped))
+	}
+	if l.Type != raft.LogCommand {
+		return nil // raft hands only commands to a plain FSM; nothing else is ours
+	}
+	if prev := f.applied.Load(); l.Index <= prev {
+		return f.stop(fmt.Sprintf("fsm: entry %d arrived after entry %d: the log went backwards", l.Index, prev))
+	}
+	now, cmd, err := Decode(l.Data)
+	if err != nil {
+		var ute *UnknownTypeError
+		if errors.As(err, &ute) && ute.Ignorable() {
+			f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", uint8(ute.Type))
+			f.advance(l.Index)
+			return nil
+		}
+		// Consul's rule: stop rather than let this node's state diverge.
+		return f.stop(fmt.Sprintf("fsm: entry %d (term %d, %d bytes) cannot be applied: %v", l.Index, l.Term, len(l.Data), err))
+	}
+
+	f.mu.Lock()
+	res := f.table.Apply(lockstate.Entry{Index: l.Index, Now: now, Cmd: cmd})
+	f.applied.Store(l.Index)
+	f.mu.Unlock()
+
+	if len(res.Events) > 0 {
+		f.hub.publish(Batch{Index: l.Index, Events: res.Events})
+	}
+	f.watch.notify()
+	return &res
+}
+
+// advance records an entry that changed nothing in the table.
+func (f *FSM) advance(index uint64) {
+	f.mu.Lock()
+	f.applied.Store(index)
+	f.mu.Unlock()
+	f.watch.notify()
+}
+
+// stop reports a fatal entry. It only returns when Config.Fatal does.
+func (f *FSM) stop(msg string) error {
+	f.logger.Error(msg)
+	f.stopped.Store(true)
+	f.watch.notify() // WaitApplied callers must learn that nothing more comes
+	f.fatal(msg)
+	return fmt.Errorf("%s: %w", msg, ErrStopped)
+}
+
+// Read calls fn with the table under a read lock. fn must not keep the
+// table or anything it returns that aliases it, and must not block: Apply
+// waits for it.
+func (f *FSM) Read(fn func(t *lockstate.Table)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.table)
+}
+
+// Digest returns the table's content digest (lockstate.Table.Digest).
+func (f *FSM) Digest() [32]byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.table.Digest()
+}
+
+// AppliedIndex returns the index of the last entry this FSM has applied,
+// the table state Read now sees. Unlike raft's AppliedIndex, which counts
+// entries handed to the FSM goroutine, it moves only once Apply (or
+// Restore) has finished. raft never hands no-op, barrier or (for a plain
+// FSM) configuration entries to Apply, so they never move it.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Changed returns a channel that is closed when the next entry is applied
+// or a snapshot restored. Blocking queries take it, check their condition,
+// then wait on it.
+func (f *FSM) Changed() <-chan struct{} { return f.watch.wait() }
+
+// WaitApplied blocks until AppliedIndex is at least index, ctx ends, or
+// the FSM stops. Only command entries advance AppliedIndex (see there):
+// wait for the index of a command, such as the one returned by
+// raft's ApplyFuture.Index, not for a bare commit index.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		ch := f.watch.wait() // take the channel before checking: no wake-up is lost in between
+		if f.applied.Load() >= index {
+			return nil
+		}
+		if f.stopped.Load() {
+			return ErrStopped
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("fsm: waiting for index %d (applied %d): %w", index, f.applied.Load(), ctx.Err())
+		}
+	}
+}
+
+// watcher is a broadcast: wait returns a channel that notify closes. A
+// channel is only made when someone waits, so an Apply with no waiters
+// costs one uncontended lock.
+type watcher struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *watcher) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *watcher) notify() {
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}

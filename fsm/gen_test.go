@@ -1,0 +1,275 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/quorum"
+)
+
+// source makes the generator's choices: math/rand/v2 for the long random
+// logs, the fuzzer's bytes for FuzzApplySequence.
+type source interface {
+	IntN(n int) int
+}
+
+// byteSource draws choices from fuzz input; once it runs dry every choice
+// is 0 and done reports true.
+type byteSource struct{ b []byte }
+
+func (s *byteSource) IntN(n int) int {
+	if len(s.b) == 0 {
+		return 0
+	}
+	v := int(s.b[0])
+	s.b = s.b[1:]
+	return v % n
+}
+
+func (s *byteSource) done() bool { return len(s.b) == 0 }
+
+// Names in a small hierarchy, so that requests meet on ancestors and
+// descendants, plus two semaphores.
+var (
+	genNames = []string{"a", "a/b", "a/b/c", "a/c", "b", "b/x", "b/x/y", "c", "d/e"}
+	genSems  = []string{"sem", "pool/gpu"}
+)
+
+// gen produces a plausible, often conflicting, lock workload: mostly valid
+// commands on live sessions and held names, with waits, hold TTLs,
+// lock-delays, expiries, multi-lock requirements and some bad input. It
+// looks at the table through an FSM to pick held names and pending
+// requests, so it is deterministic for a given source and log.
+type gen struct {
+	src      source
+	now      int64
+	sessions []lockstate.SessionID // created and not known to be ended
+	reqs     []string              // request ids seen, for releases, cancels and retries
+	nextReq  int
+}
+
+func newGen(src source) *gen {
+	return &gen{src: src, now: int64(1000 * time.Hour)}
+}
+
+func (g *gen) pct(p int) bool { return g.src.IntN(100) < p }
+
+func (g *gen) dur(max time.Duration, step time.Duration) time.Duration {
+	return time.Duration(g.src.IntN(int(max/step))+1) * step
+}
+
+func (g *gen) session() lockstate.SessionID {
+	if len(g.sessions) == 0 || g.pct(3) {
+		return lockstate.SessionID(g.src.IntN(50) + 1) // probably unknown
+	}
+	return g.sessions[g.src.IntN(len(g.sessions))]
+}
+
+// next returns the next command and moves the clock.
+func (g *gen) next(f *FSM) lockstate.Command {
+	switch g.src.IntN(10) {
+	case 0, 1, 2, 3:
+		g.now += int64(g.src.IntN(300)) * int64(time.Millisecond)
+	case 4:
+		g.now += int64(g.dur(20*time.Second, 500*time.Millisecond))
+	}
+	if len(g.sessions) < 2 {
+		return g.create()
+	}
+	switch op := g.src.IntN(100); {
+	case op < 8:
+		return g.create()
+	case op < 45:
+		return g.acquire()
+	case op < 65:
+		return g.release(f)
+	case op < 72:
+		return g.surrender(f)
+	case op < 79:
+		return g.cancel(f)
+	case op < 87:
+		g.now += int64(g.dur(10*time.Second, 250*time.Millisecond))
+		return &lockstate.Tick{}
+	case op < 91:
+		return &lockstate.CloseSession{Session: g.session()}
+	case op < 96:
+		return &lockstate.ExpireSession{Session: g.session()}
+	default:
+		return g.bad()
+	}
+}
+
+func (g *gen) create() lockstate.Command {
+	c := &lockstate.CreateSession{Name: fmt.Sprintf("client-%d", g.src.IntN(10)), TTL: 10 * time.Second}
+	if g.pct(35) {
+		c.OnDeadlock = lockstate.SurrenderLock
+	}
+	c.Ordered = g.pct(10)
+	if g.pct(30) {
+		c.LockDelay = g.dur(3*time.Second, 250*time.Millisecond)
+	}
+	return c
+}
+
+func (g *gen) acquire() lockstate.Command {
+	c := &lockstate.Acquire{Session: g.session()}
+	k := 1
+	if p := g.src.IntN(100); p >= 85 {
+		k = 3
+	} else if p >= 60 {
+		k = 2
+	}
+	for len(c.Locks) < k {
+		var sp lockstate.LockSpec
+		if g.pct(15) {
+			sp = lockstate.LockSpec{Name: genSems[g.src.IntN(len(genSems))], Mode: lockstate.Write,
+				Weight: g.src.IntN(3) + 1, Limit: 3}
+			if g.pct(20) {
+				sp.Limit = 0 // as it is
+			}
+			if g.pct(10) {
+				sp.Mode, sp.Weight = lockstate.Read, 0
+			}
+		} else {
+			sp = lockstate.LockSpec{Name: genNames[g.src.IntN(len(genNames))], Mode: lockstate.Write}
+			if g.pct(40) {
+				sp.Mode = lockstate.Read
+			}
+		}
+		if !slices.ContainsFunc(c.Locks, func(o lockstate.LockSpec) bool { return o.Name == sp.Name }) {
+			c.Locks = append(c.Locks, sp)
+		} else if g.pct(50) {
+			break // fewer locks than planned rather than a long retry loop on a dry source
+		}
+	}
+	if k > 1 {
+		switch g.src.IntN(5) {
+		case 0:
+			c.Require = quorum.Any
+		case 1:
+			c.Require = quorum.Majority
+		case 2:
+			c.Require = quorum.All
+		}
+	}
+	if !g.pct(30) {
+		c.Wait = g.dur(30*time.Second, 500*time.Millisecond)
+	}
+	if g.pct(30) {
+		c.HoldTTL = g.dur(20*time.Second, 500*time.Millisecond)
+	}
+	switch p := g.src.IntN(100); {
+	case p < 40:
+		g.nextReq++
+		c.RequestID = fmt.Sprintf("r%d", g.nextReq)
+	case p < 48 && len(g.reqs) > 0:
+		c.RequestID = g.reqs[g.src.IntN(len(g.reqs))] // a retry, maybe from another session
+		if strings.HasPrefix(c.RequestID, "~") {
+			c.RequestID = ""
+		}
+	}
+	return c
+}
+
+// held returns the names s holds, or nil.
+func held(f *FSM, s lockstate.SessionID) []string {
+	var names []string
+	f.Read(func(t *lockstate.Table) {
+		if si, ok := t.Session(s); ok {
+			for _, h := range si.Held {
+				names = append(names, h.Name)
+			}
+		}
+	})
+	return names
+}
+
+func (g *gen) heldName(f *FSM, s lockstate.SessionID) string {
+	if names := held(f, s); len(names) > 0 && !g.pct(5) {
+		return names[g.src.IntN(len(names))]
+	}
+	return genNames[g.src.IntN(len(genNames))]
+}
+
+func (g *gen) release(f *FSM) lockstate.Command {
+	s := g.session()
+	if g.pct(20) && len(g.reqs) > 0 {
+		return &lockstate.Release{Session: s, RequestID: g.reqs[g.src.IntN(len(g.reqs))]}
+	}
+	return &lockstate.Release{Session: s, Name: g.heldName(f, s)}
+}
+
+func (g *gen) surrender(f *FSM) lockstate.Command {
+	s := g.session()
+	return &lockstate.Surrender{Session: s, Name: g.heldName(f, s)}
+}
+
+func (g *gen) cancel(f *FSM) lockstate.Command {
+	s := g.session()
+	var pending []string
+	f.Read(func(t *lockstate.Table) {
+		if si, ok := t.Session(s); ok {
+			pending = si.Pending
+		}
+	})
+	c := &lockstate.Cancel{Session: s}
+	if g.pct(30) {
+		c.Session = 0 // any session
+	}
+	switch {
+	case len(pending) > 0 && !g.pct(10):
+		c.RequestID = pending[g.src.IntN(len(pending))]
+	case len(g.reqs) > 0:
+		c.RequestID = g.reqs[g.src.IntN(len(g.reqs))]
+	default:
+		c.RequestID = "nope"
+	}
+	return c
+}
+
+// bad returns a well-formed command with bad content.
+func (g *gen) bad() lockstate.Command {
+	s := g.session()
+	switch g.src.IntN(8) {
+	case 0:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{lock("a//b", lockstate.Write)}}
+	case 1:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{lock(strings.Repeat("x", 600), lockstate.Write)}}
+	case 2:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "sem", Mode: lockstate.Write, Weight: 9, Limit: 3}}}
+	case 3:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "sem", Mode: lockstate.Write, Limit: 7}}}
+	case 4:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "a", Mode: 9}}}
+	case 5:
+		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{lock("a", lockstate.Read)}, Require: "most"}
+	case 6:
+		return &lockstate.CreateSession{TTL: time.Millisecond}
+	default:
+		return &lockstate.Release{Session: s}
+	}
+}
+
+// observe learns session and request ids from a command's result.
+func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
+	if res == nil || res.Err != nil {
+		return
+	}
+	switch c := cmd.(type) {
+	case *lockstate.CreateSession:
+		g.sessions = append(g.sessions, res.Session)
+	case *lockstate.CloseSession:
+		g.sessions = slices.DeleteFunc(g.sessions, func(s lockstate.SessionID) bool { return s == c.Session })
+	case *lockstate.ExpireSession:
+		g.sessions = slices.DeleteFunc(g.sessions, func(s lockstate.SessionID) bool { return s == c.Session })
+	}
+	if res.Request != nil && !slices.Contains(g.reqs, res.Request.ID) {
+		g.reqs = append(g.reqs, res.Request.ID)
+		if len(g.reqs) > 64 {
+			g.reqs = g.reqs[1:]
+		}
+	}
+}
