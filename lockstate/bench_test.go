@@ -93,3 +93,33 @@ func BenchmarkHandoff(b *testing.B) {
 		})
 	}
 }
+
+// TestHandoffWorkIndependentOfTableSize is the deterministic side of
+// BenchmarkHandoff: the waiter-list steps and candidate evaluations of a
+// release that wakes one waiter are the same with 0 or 10,000 unrelated
+// locks and waiters in the table. (Wall time on a shared machine also moves
+// with cache and GC effects; the work must not.)
+func TestHandoffWorkIndependentOfTableSize(t *testing.T) {
+	work := func(unrelated int) uint64 {
+		bt := &benchTable{tab: New()}
+		hs, ws := bt.session(), bt.session()
+		for i := 0; i < unrelated/2; i++ {
+			name := fmt.Sprintf("other/%d/lock-%d", i%100, i)
+			bt.apply(&Acquire{Session: hs, Locks: []LockSpec{{Name: name, Mode: Write}}})
+			bt.apply(&Acquire{Session: ws, Locks: []LockSpec{{Name: name, Mode: Write}}, Wait: time.Hour})
+		}
+		x, y := bt.session(), bt.session()
+		spec := []LockSpec{{Name: "hot/lock", Mode: Write}}
+		bt.apply(&Acquire{Session: x, Locks: spec})
+		bt.apply(&Acquire{Session: y, Locks: spec, Wait: time.Hour})
+		before := bt.tab.work
+		if r := bt.apply(&Release{Session: x, Name: "hot/lock"}); len(r.Events) != 2 {
+			t.Fatalf("release woke %+v", r.Events)
+		}
+		return bt.tab.work - before
+	}
+	w0, w1 := work(0), work(10_000)
+	if w0 != w1 || w0 == 0 {
+		t.Fatalf("handoff work: %d with an empty table, %d with 10,000 unrelated entries", w0, w1)
+	}
+}

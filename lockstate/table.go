@@ -34,6 +34,11 @@ type Table struct {
 	suspects []*session // sessions that gained wait-for edges other than by queueing
 
 	upgrades int // queued upgrade waiters, so grants skip looking for them when there are none
+
+	// work counts waiter-list steps and candidate evaluations. Nothing reads
+	// it but a test that checks a release's cost does not grow with
+	// unrelated names.
+	work uint64
 }
 
 // node is one name in the hierarchy. It exists while it has holds, waiters,
@@ -593,16 +598,19 @@ func (t *Table) wake(n *node) {
 	for a := n; a != nil; a = a.parent {
 		q := a.qs()
 		for e := q.own.head; e != nil; e = e.next {
+			t.work++
 			t.cands.add(e.w.req)
 			if e.w.mode == Write {
 				break
 			}
 		}
 		for e := q.upg.head; e != nil; e = e.next {
+			t.work++
 			t.cands.add(e.w.req)
 		}
 	}
 	for e := n.qs().sub.head; e != nil; e = e.next {
+		t.work++
 		t.cands.add(e.w.req)
 	}
 }
@@ -612,6 +620,7 @@ func (t *Table) settle() {
 	for t.cands.Len() > 0 {
 		r := heap.Pop(&t.cands).(*request)
 		r.queued = false
+		t.work++
 		if r.status != Pending {
 			continue
 		}
