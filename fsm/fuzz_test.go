@@ -1,8 +1,15 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
+
+	"github.com/lockd/lockd/lockstate"
 )
 
 func FuzzDecode(f *testing.F) {
@@ -69,5 +76,122 @@ func FuzzApplySequence(f *testing.F) {
 		}
 		src := &byteSource{b: b}
 		runReplicated(t, src, 1000, snapAt, src.done)
+	})
+}
+
+// snapshotSeeds returns real snapshots to seed the restore fuzzers: an
+// empty table, richState's, and one of a generated workload.
+func snapshotSeeds(f *testing.F) [][]byte {
+	seeds := [][]byte{snapshotBytes(f, newTestFSM(f).FSM), snapshotBytes(f, richState(f).f.FSM)}
+	src := newTestFSM(f)
+	g := newGen(rand.New(rand.NewPCG(5, 5)))
+	for i := 1; i <= 200; i++ {
+		cmd := g.next(src.FSM)
+		g.observe(cmd, src.applyAt(uint64(i), g.now, cmd))
+	}
+	return append(seeds, snapshotBytes(f, src.FSM))
+}
+
+// FuzzRestore restores arbitrary bytes. It must never panic, allocate much
+// more than the input's size, or change the FSM when it fails; a stream it
+// accepts must survive another snapshot and restore unchanged.
+func FuzzRestore(f *testing.F) {
+	for _, b := range snapshotSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if n := declaredRecords(b); n > len(b) {
+			// lockstate.NewLoader presizes its maps from the header's
+			// counts, capped at 2^20 entries each: bounded (see
+			// TestLoaderHeaderCountsAreCapped), but more than this
+			// check's per-byte allowance.
+			t.Skipf("header declares %d records in %d bytes", n, len(b))
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, _, err := readSnapshot(bytes.NewReader(b))
+		runtime.ReadMemStats(&after)
+		if errors.Is(err, errDecodePanic) {
+			t.Fatal(err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20+256*uint64(len(b)) {
+			t.Fatalf("restoring %d bytes allocated %d", len(b), n)
+		}
+
+		fsm := newTestFSM(t)
+		seedOther(t, fsm)
+		digest, applied := fsm.Digest(), fsm.AppliedIndex()
+		if err := restoreBytes(fsm.FSM, b); err != nil {
+			if fsm.Digest() != digest || fsm.AppliedIndex() != applied {
+				t.Fatalf("failed restore (%v) changed the FSM", err)
+			}
+			return
+		}
+		again := newTestFSM(t)
+		if err := restoreBytes(again.FSM, snapshotBytes(t, fsm.FSM)); err != nil {
+			t.Fatalf("snapshot of a restored stream does not restore: %v", err)
+		}
+		if again.Digest() != fsm.Digest() || again.AppliedIndex() != fsm.AppliedIndex() {
+			t.Fatal("snapshot and restore changed the restored state")
+		}
+	})
+}
+
+// declaredRecords returns how many records b's table header declares, or 0
+// if b does not start with the two headers.
+func declaredRecords(b []byte) int {
+	rr := recordReader{br: bufio.NewReader(bytes.NewReader(b))}
+	var hdr snapshotHeader
+	var th lockstate.Header
+	if rr.expect(recHeader, func(r *mpReader) error { return decodeSnapshotHeader(r, &hdr) }) != nil ||
+		rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }) != nil {
+		return 0
+	}
+	return max(th.Sessions, th.Nodes, th.Requests)
+}
+
+// FuzzRecordDecode decodes arbitrary bytes as each kind of record and
+// requires msgpack's own decoder to read whatever is accepted the same
+// way, and the record to survive encoding and decoding again.
+func FuzzRecordDecode(f *testing.F) {
+	for _, b := range snapshotSeeds(f) {
+		// The records of a real snapshot, each as the seed of its kind.
+		rr := recordReader{br: bufio.NewReader(bytes.NewReader(b))}
+		for {
+			t, err := rr.tag()
+			if err != nil || t == recEnd {
+				break
+			}
+			k := map[recordType]int{recHeader: kindOf[snapshotHeader](), recTable: kindOf[lockstate.Header](),
+				recSession: kindOf[lockstate.SessionRecord](), recNode: kindOf[lockstate.NodeRecord](),
+				recRequest: kindOf[lockstate.RequestRecord]()}[t]
+			var rec []byte
+			_ = rr.read(func(r *mpReader) error {
+				start := r.p
+				_, n, err := decodeRecord(recordKinds[k], r.left())
+				r.p += n
+				rec = bytes.Clone(r.b[start:r.p])
+				return err
+			})
+			f.Add(uint8(k), rec)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		k := recordKinds[int(which)%len(recordKinds)]
+		rec, n, err := decodeRecord(k, b)
+		if err != nil {
+			return
+		}
+		b = b[:n]
+		if lib := libDecodeRecord(t, k, b); !reflect.DeepEqual(lib, rec) {
+			t.Fatalf("%v: decoder and msgpack disagree:\n%+v\n%+v", k.typ, rec, lib)
+		}
+		again, _, err := decodeRecord(k, k.append(nil, rec))
+		if err != nil {
+			t.Fatalf("%v: re-encoded %+v does not decode: %v", k.typ, rec, err)
+		}
+		if !reflect.DeepEqual(again, rec) {
+			t.Fatalf("%v: round trip changed the record:\n%+v\n%+v", k.typ, rec, again)
+		}
 	})
 }

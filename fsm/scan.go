@@ -11,11 +11,12 @@ import (
 // before it is decoded (see recordReader), because the decoders check
 // each length a value declares against the bytes in hand, and those must
 // be all of the record. Reading it must not trust those lengths either:
-// readValue below allocates only for bytes that arrive. (msgpack's own
-// decoder, which lockd no longer uses for reading, is worse: v5.4.0 and
-// v5.4.1 size slices from the declared length without their documented
-// limit, vmihailenco/msgpack#401, so five bytes declaring a 4-billion-
-// element array make it allocate hundreds of gigabytes.)
+// readValue below allocates only for bytes that arrive. (This package no
+// longer reads anything with msgpack's own decoder, which is worse:
+// v5.4.0 and v5.4.1 size slices from the length a value declares, without
+// their documented limit (vmihailenco/msgpack#401: `flags&
+// disableAllocLimitFlag != 1` is always true), so five bytes declaring a
+// 4-billion-element array make it allocate hundreds of gigabytes.)
 
 // maxDepth bounds nesting. Commands and snapshot records nest at most four
 // deep; the bound keeps a hostile input from exhausting the stack.

@@ -19,7 +19,7 @@ import (
 // mode, a semaphore, reentrancy, queued single and multi-lock requests
 // with wait deadlines, hold TTLs, a lock-delay, remembered requests and a
 // skipped entry. It returns the driver.
-func richState(t *testing.T) *driver {
+func richState(t testing.TB) *driver {
 	d := newDriver(t)
 	a := d.session(func(c *lockstate.CreateSession) { c.Name = "a"; c.LockDelay = 3 * time.Second })
 	b := d.session(func(c *lockstate.CreateSession) { c.OnDeadlock = lockstate.SurrenderLock })
@@ -180,6 +180,7 @@ func TestRestoreRejects(t *testing.T) {
 	node := lockstate.NodeRecord{Name: "a", Version: 3, Limit: 1, Holds: []lockstate.HoldRecord{{Session: 1, Mode: lockstate.Write, Weight: 1, Count: 1, Token: 3}}}
 	th1 := th
 	th1.Nodes = 1
+	stringID := map[string]any{"id": "1", "name": "", "ttl": 1, "on_deadlock": "", "ordered": false, "lock_delay": 0, "done": []string{}}
 	cases := map[string][]byte{
 		"nothing":             nil,
 		"no end":              stream(t, recHeader, hdr, recTable, th, recSession, sess),
@@ -194,6 +195,8 @@ func TestRestoreRejects(t *testing.T) {
 		"extra session":       stream(t, recHeader, hdr, recTable, th, recSession, sess, recSession, lockstate.SessionRecord{ID: 2}, recEnd),
 		"hold by nobody":      stream(t, recHeader, hdr, recTable, th1, recSession, lockstate.SessionRecord{ID: 2}, recNode, node, recEnd),
 		"unknown field":       stream(t, recHeader, map[string]any{"format": 1, "applied": 5, "x": 1}, recTable, th, recSession, sess, recEnd),
+		"missing field":       stream(t, recHeader, map[string]any{"format": 1}, recTable, th, recSession, sess, recEnd),
+		"field of wrong type": stream(t, recHeader, hdr, recTable, th, recSession, stringID, recEnd),
 		"huge array":          append(stream(t, recHeader, hdr, recTable, th1, recSession, sess, recNode), 0x85, 0xa4, 'n', 'a', 'm', 'e', 0xa1, 'a', 0xa5, 'h', 'o', 'l', 'd', 's', 0xdd, 0xff, 0xff, 0xff, 0xff),
 		"after end":           append(stream(t, recHeader, hdr, recTable, th, recSession, sess, recEnd), 0xc0),
 	}

@@ -16,7 +16,8 @@ import (
 // command. It is deliberately narrower than msgpack: integers only from
 // integer codes and in range, strings only from str codes, structs only
 // from maps with string keys, no repeated keys. Every length is checked
-// against the bytes left before anything is allocated for it.
+// against the bytes left before anything is allocated for it. Restore
+// reads snapshot records with it too (records.go), for the same reasons.
 type mpReader struct {
 	b []byte
 	p int // read position; an index rather than reslicing b, which costs a write barrier per byte while the GC runs
@@ -317,8 +318,8 @@ func (r *mpReader) readFields(n int, field func(key []byte) (bit uint32, err err
 
 // readList is readSlice for elements that take at least minSize bytes
 // each, which bounds what it allocates by the bytes actually left. It
-// reuses *p's array when that is large enough, for callers whose consumer
-// copies the elements out.
+// reuses *p's array when that is large enough (nil, as for a new record,
+// never is), for callers whose consumer copies the elements out.
 func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) error {
 	c, err := r.next()
 	if err != nil {

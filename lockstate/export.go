@@ -165,10 +165,13 @@ func NewLoader(h Header) (*Loader, error) {
 	if h.Format != FormatVersion {
 		return nil, fmt.Errorf("lockstate: snapshot format %d, this build reads %d", h.Format, FormatVersion)
 	}
+	// The counts only size the maps, and are capped: a header is input and
+	// may lie (a stream claiming 2^32 names must not allocate for them).
+	hint := func(n int) int { return max(0, min(n, 1<<20)) }
 	t := &Table{
-		sessions: make(map[SessionID]*session, h.Sessions),
-		nodes:    make(map[string]*node, h.Nodes),
-		requests: make(map[string]*request, h.Requests),
+		sessions: make(map[SessionID]*session, hint(h.Sessions)),
+		nodes:    make(map[string]*node, hint(h.Nodes)),
+		requests: make(map[string]*request, hint(h.Requests)),
 	}
 	t.index, t.clock, t.seq, t.forgotten = h.Index, h.Clock, h.Seq, h.Forgotten
 	return &Loader{t: t, h: h, done: make(map[SessionID][]string)}, nil
@@ -193,13 +196,24 @@ func (l *Loader) Node(rec NodeRecord) error {
 	if err := ValidName(rec.Name); err != nil {
 		return fmt.Errorf("lockstate: load: %w", err)
 	}
-	// Parents come first, so a node that exists already is a duplicate or
-	// out of order; an ancestor made here without a record of its own is
-	// caught by the node count in Table.
-	if t.nodes[rec.Name] != nil {
-		return fmt.Errorf("lockstate: load: node %q twice or out of order", rec.Name)
+	// Records come in tree order: the parent is there already, and a node
+	// that exists already is a duplicate or out of order.
+	var parent *node
+	if p := parentName(rec.Name); p != "" {
+		if parent = t.nodes[p]; parent == nil {
+			return fmt.Errorf("lockstate: load: node %q before its parent", rec.Name)
+		}
 	}
-	n := t.ensure(rec.Name)
+	if t.nodes[rec.Name] != nil {
+		return fmt.Errorf("lockstate: load: node %q twice", rec.Name)
+	}
+	n := &node{name: rec.Name, parent: parent}
+	t.nodes[rec.Name] = n
+	if parent != nil {
+		parent.kids.add(n)
+	} else {
+		t.top.add(n)
+	}
 	if rec.DelayUntil != 0 {
 		t.setDelay(n, rec.DelayUntil)
 	}
@@ -267,7 +281,7 @@ func (l *Loader) Table() (*Table, error) {
 		}
 	}
 	if len(t.nodes) != l.counts[1] {
-		return nil, fmt.Errorf("lockstate: load: %d nodes for %d node records (an ancestor without a record)", len(t.nodes), l.counts[1])
+		return nil, fmt.Errorf("lockstate: load: %d nodes for %d node records", len(t.nodes), l.counts[1])
 	}
 	t.touched = nil
 	t.trimDeadlines()

@@ -836,3 +836,18 @@ func TestLocksListing(t *testing.T) {
 		t.Fatal("released name still listed")
 	}
 }
+
+// A snapshot header is input: counts that lie must neither allocate for
+// billions of records nor be believed.
+func TestLoaderHeaderCountsAreCapped(t *testing.T) {
+	l, err := NewLoader(Header{Format: FormatVersion, Sessions: 1<<31 - 1, Nodes: 1<<31 - 1, Requests: 1<<31 - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Table(); err == nil {
+		t.Fatal("a table with fewer records than its header declares was accepted")
+	}
+	if _, err := NewLoader(Header{Format: FormatVersion + 1}); err == nil {
+		t.Fatal("unknown format accepted")
+	}
+}
