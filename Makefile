@@ -1,7 +1,7 @@
 # lockd — make targets. `make test` is the test command CI runs.
 GO ?= go
 
-.PHONY: test vet unit race bench fuzz build
+.PHONY: test vet unit race bench fuzz build docker
 
 test: vet unit
 
@@ -25,5 +25,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzApplySequence$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./lockstate/
 
+# Static binaries in bin/ (no cgo: they run in a FROM scratch image).
 build:
-	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+
+# The lockd:dev image (see Dockerfile and docs/operations.md); then
+# `docker-compose up -d` (or `docker compose up -d`) starts 3 nodes.
+IMAGE ?= lockd:dev
+docker:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/lockd ./cmd/lockd
+	docker build -t $(IMAGE) .

@@ -8,10 +8,16 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/lockstate"
@@ -28,6 +34,10 @@ var (
 	ErrUnknownOutcome = errors.New("raftnode: outcome unknown")
 	// ErrSessionNotFound: a keepalive for a session the table does not have.
 	ErrSessionNotFound = errors.New("raftnode: session not found")
+	// ErrNotLeader: a membership change (AddVoter, RemoveServer) was asked
+	// of a node that is not the leader. It is raft's own error, so
+	// errors.Is works with either name.
+	ErrNotLeader = raft.ErrNotLeader
 )
 
 // Config configures a Node.
@@ -71,57 +81,317 @@ type Server struct {
 }
 
 // Node is one lockd node's raft side.
-type Node struct{ _ struct{} }
+type Node struct {
+	cfg    Config
+	logger hclog.Logger
+	now    func() time.Time
+	timing timing
+
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	bolt  *raftboltdb.BoltStore
+	logs  raft.LogStore // bolt behind raft's LogCache
+	snaps raft.SnapshotStore
+	trans *raft.NetworkTransport
+
+	notifyCh chan bool // raft's NotifyCh; drained by monitorLeadership only
+	obsCh    chan raft.Observation
+	observer *raft.Observer
+
+	client  *http.Client // forwarding to the leader; shared, keep-alive
+	handler http.Handler
+
+	// lead is the running leader duties once they are ready (barrier
+	// committed in this term, sessions armed); nil otherwise.
+	lead atomic.Pointer[leadership]
+	// changes wakes callers waiting for a leader or for lead to be ready.
+	changes watcher
+
+	stopDuties chan chan (<-chan struct{}) // Shutdown asks the monitor to stop duties
+	stopping   atomic.Bool                 // no new leader duties start once set
+	shutdownCh chan struct{}               // closed after raft has shut down
+	wg         sync.WaitGroup              // monitor, observer and leader loops
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
 
 // Open starts a node on its data dir. A node with existing state rejoins
 // its cluster; a fresh node waits to be bootstrapped or added.
-func Open(cfg Config) (*Node, error) { panic("raftnode: Open not implemented yet") }
+func Open(cfg Config) (*Node, error) {
+	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftBind == "" {
+		return nil, errors.New("raftnode: Config needs ID, DataDir and RaftBind")
+	}
+	n := &Node{
+		cfg:        cfg,
+		logger:     cfg.Logger,
+		now:        cfg.Now,
+		timing:     newTiming(cfg.Timing),
+		notifyCh:   make(chan bool, 64),
+		obsCh:      make(chan raft.Observation, 16),
+		stopDuties: make(chan chan (<-chan struct{})),
+		shutdownCh: make(chan struct{}),
+	}
+	if n.logger == nil {
+		n.logger = hclog.NewNullLogger()
+	}
+	if n.now == nil {
+		n.now = time.Now
+	}
+	if n.cfg.PeerHTTP == nil {
+		n.cfg.PeerHTTP = func(string) (string, bool) { return "", false }
+	}
+	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
+	n.client = newForwardClient()
+	n.handler = n.newHandler()
+
+	if err := n.openStores(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	r, err := raft.NewRaft(n.raftConfig(), n.fsm, n.logs, n.bolt, n.snaps, n.trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	n.raft = r
+
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(n.observer)
+
+	n.wg.Add(2)
+	go n.monitorLeadership()
+	go n.watchLeader()
+	return n, nil
+}
 
 // FSM returns the node's state machine, for local reads and subscriptions.
-func (n *Node) FSM() *fsm.FSM { panic("not implemented yet") }
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// RaftAddr returns the raft address other nodes dial: RaftAdvertise, or the
+// address the transport actually bound (useful with port 0).
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // Propose commits cmd (on the leader, or forwarded to it) and returns the
 // table's result and the entry's index. Errors: ErrNoLeader,
 // ErrUnknownOutcome, context errors.
 func (n *Node) Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
-	panic("not implemented yet")
+	var (
+		res   *lockstate.Result
+		index uint64
+	)
+	err := n.leaderCall(ctx,
+		func(ctx context.Context) (err error) {
+			res, index, err = n.proposeLocal(ctx, cmd)
+			return err
+		},
+		func(ctx context.Context, addr string) (err error) {
+			res, index, err = n.forwardPropose(ctx, addr, cmd)
+			return err
+		})
+	if err != nil {
+		return nil, 0, err
+	}
+	return res, index, nil
 }
 
 // ReadIndex returns once this node's FSM has applied every entry committed
 // before the call (read-index: the leader confirms its leadership and
 // commit index; a follower asks the leader), so a read of the local table
 // after it is linearizable.
-func (n *Node) ReadIndex(ctx context.Context) error { panic("not implemented yet") }
+func (n *Node) ReadIndex(ctx context.Context) error {
+	var index uint64
+	err := n.leaderCall(ctx,
+		func(ctx context.Context) (err error) {
+			index, err = n.readIndexLocal()
+			return err
+		},
+		func(ctx context.Context, addr string) (err error) {
+			index, err = n.forwardReadIndex(ctx, addr)
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	if err := n.fsm.WaitApplied(ctx, index); err != nil {
+		return fmt.Errorf("raftnode: read index %d: %w", index, err)
+	}
+	return nil
+}
 
 // KeepAlive extends a session's deadline on the leader (forwarded from a
 // follower), answered only after the leader verified its leadership.
 func (n *Node) KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Duration, error) {
-	panic("not implemented yet")
+	var ttl time.Duration
+	err := n.leaderCall(ctx,
+		func(ctx context.Context) (err error) {
+			ttl, err = n.keepAliveLocal(id)
+			return err
+		},
+		func(ctx context.Context, addr string) (err error) {
+			ttl, err = n.forwardKeepAlive(ctx, addr, id)
+			return err
+		})
+	if err != nil {
+		return 0, err
+	}
+	return ttl, nil
 }
 
 // Status returns this node's raft status.
-func (n *Node) Status() Status { panic("not implemented yet") }
-
-// Servers returns the raft configuration.
-func (n *Node) Servers() ([]Server, error) { panic("not implemented yet") }
+func (n *Node) Status() Status {
+	addr, id := n.raft.LeaderWithID()
+	return Status{
+		ID:           n.cfg.ID,
+		State:        strings.ToLower(n.raft.State().String()),
+		LeaderID:     string(id),
+		LeaderRaft:   string(addr),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.AppliedIndex(),
+	}
+}
 
 // HasState reports whether the node has raft state on disk (it must not be
 // bootstrapped again).
-func (n *Node) HasState() bool { panic("not implemented yet") }
-
-// Bootstrap starts a new cluster with the given voters (this node among them).
-func (n *Node) Bootstrap(servers []Server) error { panic("not implemented yet") }
-
-// AddVoter adds (or re-adds with a new address) a voter; leader only.
-func (n *Node) AddVoter(id, addr string) error { panic("not implemented yet") }
-
-// RemoveServer removes a server from the configuration; leader only.
-func (n *Node) RemoveServer(id string) error { panic("not implemented yet") }
+func (n *Node) HasState() bool {
+	if n.isShutdown() {
+		return true // the stores may be closed; a stopped node must not be bootstrapped anyway
+	}
+	ok, err := raft.HasExistingState(n.logs, n.bolt, n.snaps)
+	if err != nil {
+		// Unreadable state is still state: never bootstrap over it.
+		n.logger.Error("cannot tell whether raft state exists", "error", err)
+		return true
+	}
+	return ok
+}
 
 // Handler serves the internal endpoints other nodes forward to
 // (/internal/v1/...). The api package mounts it on the HTTP listener.
-func (n *Node) Handler() http.Handler { panic("not implemented yet") }
+func (n *Node) Handler() http.Handler { return n.handler }
 
 // Shutdown stops the node: hands leadership over when it is the leader,
 // then shuts raft and closes the stores.
-func (n *Node) Shutdown(ctx context.Context) error { panic("not implemented yet") }
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
+	return n.shutdownErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	// Leader duties stop first, so nothing is expired while leadership
+	// moves and no duty waits on a raft that is going away.
+	n.stopping.Store(true)
+	reply := make(chan (<-chan struct{}), 1)
+	n.stopDuties <- reply
+	select {
+	case <-<-reply:
+	case <-ctx.Done():
+		n.logger.Warn("leader duties did not stop in time", "error", ctx.Err())
+	}
+
+	if n.raft.State() == raft.Leader && n.otherVoters() {
+		n.transferLeadership(ctx)
+	}
+
+	var errs []error
+	if err := n.raft.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("raftnode: shut down raft: %w", err))
+	}
+	// Close the transport at once: until then peers' RPCs to us are
+	// accepted but never answered, and stall them for the I/O timeout.
+	if err := n.closeStores(); err != nil {
+		errs = append(errs, err)
+	}
+	n.raft.DeregisterObserver(n.observer)
+	close(n.shutdownCh)
+	n.changes.notify()
+	n.wg.Wait()
+	n.client.CloseIdleConnections()
+	return errors.Join(errs...)
+}
+
+// otherVoters reports whether the configuration has a voter besides us,
+// someone leadership could move to.
+func (n *Node) otherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// transferLeadership hands leadership to another voter so the cluster does
+// not sit out an election timeout; raft bounds the attempt itself.
+func (n *Node) transferLeadership(ctx context.Context) {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Warn("leadership transfer failed", "error", err)
+			return
+		}
+		n.logger.Info("leadership transferred")
+	case <-ctx.Done():
+		n.logger.Warn("leadership transfer did not finish in time", "error", ctx.Err())
+	}
+}
+
+// isShutdown reports whether Shutdown has shut raft down.
+func (n *Node) isShutdown() bool {
+	select {
+	case <-n.shutdownCh:
+		return true
+	default:
+		return n.raft.State() == raft.Shutdown
+	}
+}
+
+// watchLeader turns raft's leader observations into wake-ups for callers
+// waiting to find a leader. The observer never blocks raft: it drops when
+// this channel is full, and waiters poll besides.
+func (n *Node) watchLeader() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.obsCh:
+			n.changes.notify()
+		case <-n.shutdownCh:
+			return
+		}
+	}
+}
+
+// watcher is a broadcast: wait returns a channel that the next notify
+// closes.
+type watcher struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *watcher) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *watcher) notify() {
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}

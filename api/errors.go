@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode"
+)
+
+// Error codes the API adds to lockstate's (which are the codes of the
+// table in API.md).
+const (
+	// CodeNoLeader: no leader reachable, or the outcome of a write is
+	// unknown; the client retries (idempotently, with the same request_id).
+	CodeNoLeader = "no_leader"
+	// CodeCancelled: the acquire was cancelled (DELETE /v1/requests/{id})
+	// while the session lives on.
+	CodeCancelled = "cancelled"
+	// CodeNotFound: no such endpoint.
+	CodeNotFound = "not_found"
+	// CodeInternal: a bug or an unexpected failure of this node.
+	CodeInternal = "internal"
+)
+
+// Error is a failure with the HTTP status it is answered with.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Error returns the code and message.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// invalid is the 400 every validation failure answers.
+func invalid(format string, args ...any) *Error {
+	return errorf(http.StatusBadRequest, string(lockstate.CodeInvalid), format, args...)
+}
+
+// noLeader is the 503 a client retries on.
+func noLeader(format string, args ...any) *Error {
+	return errorf(http.StatusServiceUnavailable, CodeNoLeader, format, args...)
+}
+
+// codeStatus maps the table's error codes to HTTP statuses (API.md).
+var codeStatus = map[lockstate.Code]int{
+	lockstate.CodeInvalid:       http.StatusBadRequest,
+	lockstate.CodeNoSession:     http.StatusNotFound,
+	lockstate.CodeNoRequest:     http.StatusNotFound,
+	lockstate.CodeNoLock:        http.StatusNotFound,
+	lockstate.CodeTimeout:       http.StatusConflict,
+	lockstate.CodeDeadlock:      http.StatusConflict,
+	lockstate.CodePoorlyOrdered: http.StatusConflict,
+	lockstate.CodeNotHeld:       http.StatusConflict,
+	lockstate.CodeLimitMismatch: http.StatusConflict,
+}
+
+// tableError converts a domain failure from the table.
+func tableError(e *lockstate.Error) *Error {
+	st, ok := codeStatus[e.Code]
+	if !ok {
+		st = http.StatusConflict // a newer table code: still a refusal of this request
+	}
+	return &Error{Status: st, Code: string(e.Code), Message: e.Message}
+}
+
+// toError is the one place that decides how a failure is answered.
+func toError(err error) *Error {
+	var ae *Error
+	var le *lockstate.Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &le):
+		return tableError(le)
+	case errors.As(err, &mbe):
+		return invalid("request body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, raftnode.ErrSessionNotFound):
+		return errorf(http.StatusNotFound, string(lockstate.CodeNoSession), "%v", err)
+	case errors.Is(err, raftnode.ErrUnknownOutcome):
+		return noLeader("the outcome of the write is unknown (leadership changed); retry it: %v", err)
+	case errors.Is(err, raftnode.ErrNoLeader):
+		return noLeader("no leader reachable; retry: %v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return noLeader("no leader answered in time; retry: %v", err)
+	case errors.Is(err, context.Canceled):
+		return noLeader("request cancelled: %v", err)
+	}
+	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
+}
+
+// writeError answers err as {"error":{"code","message"}}.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toError(err)
+	if e.Status >= 500 {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+	}
+	writeJSON(w, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message}})
+}

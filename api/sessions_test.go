@@ -1,0 +1,74 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/lockd/lockd/api"
+)
+
+func TestSessionLifecycle(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+
+	var s api.Session
+	n.must(http.StatusCreated, "POST", "/v1/sessions",
+		`{"ttl":"10s","name":"nightly-backup","on_deadlock":"surrender","ordered":true,"lock_delay":"2s"}`, &s)
+	if s.ID == 0 || s.Name != "nightly-backup" || s.TTL != api.Duration(10e9) || s.OnDeadlock != "surrender" ||
+		!s.Ordered || s.LockDelay != api.Duration(2e9) {
+		t.Fatalf("created session = %+v", s)
+	}
+	id := s.ID.String()
+
+	// Defaults: an empty body is a session with the default TTL.
+	var d api.Session
+	n.must(http.StatusCreated, "POST", "/v1/sessions", nil, &d)
+	if d.TTL != api.Duration(api.DefaultSessionTTL) || d.OnDeadlock != "abort" {
+		t.Fatalf("default session = %+v", d)
+	}
+
+	var got api.Session
+	n.must(http.StatusOK, "GET", "/v1/sessions/"+id, nil, &got)
+	if got.ID != s.ID || got.Name != "nightly-backup" || len(got.Held) != 0 || len(got.Pending) != 0 {
+		t.Fatalf("GET session = %+v", got)
+	}
+	n.mustGrant(id, "jobs/backup", "write")
+	n.must(http.StatusOK, "GET", "/v1/sessions/"+id+"?stale", nil, &got)
+	if len(got.Held) != 1 || got.Held[0].Name != "jobs/backup" || got.Held[0].Mode != api.Mode(2) || got.Held[0].Count != 1 {
+		t.Fatalf("held = %+v", got.Held)
+	}
+
+	var list []api.Session
+	n.must(http.StatusOK, "GET", "/v1/sessions", nil, &list)
+	if len(list) != 2 || list[0].ID != s.ID || list[1].ID != d.ID {
+		t.Fatalf("list = %+v", list)
+	}
+
+	var ka api.KeepAliveResponse
+	n.must(http.StatusOK, "POST", "/v1/sessions/"+id+"/keepalive", nil, &ka)
+	if ka.ID != s.ID || ka.TTL != api.Duration(10e9) {
+		t.Fatalf("keepalive = %+v", ka)
+	}
+
+	var closed api.CloseSessionResponse
+	n.must(http.StatusOK, "DELETE", "/v1/sessions/"+id, nil, &closed)
+	if len(closed.Released) != 1 || closed.Released[0].Name != "jobs/backup" {
+		t.Fatalf("close = %+v", closed)
+	}
+	n.mustErr(http.StatusNotFound, "session_not_found", "GET", "/v1/sessions/"+id, nil)
+	n.mustErr(http.StatusNotFound, "session_not_found", "POST", "/v1/sessions/"+id+"/keepalive", nil)
+	n.mustErr(http.StatusNotFound, "session_not_found", "DELETE", "/v1/sessions/"+id, nil)
+	// The lock went with the session.
+	n.mustErr(http.StatusNotFound, "lock_not_found", "GET", "/v1/locks/jobs/backup", nil)
+}
+
+func TestSessionIDAcceptsNumber(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	var s api.Session
+	n.must(http.StatusCreated, "POST", "/v1/sessions", `{"ttl":"5s"}`, &s)
+	var g api.AcquireResponse
+	n.must(http.StatusOK, "POST", "/v1/acquire",
+		`{"session":`+s.ID.String()+`,"locks":[{"name":"a"}]}`, &g)
+	if g.Session != s.ID {
+		t.Fatalf("grant session %v, want %v", g.Session, s.ID)
+	}
+}

@@ -1,0 +1,135 @@
+package api_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/raftnode"
+)
+
+func TestStatusAndMetrics(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	s := n.session(nil)
+	n.mustGrant(s, "m/a", "write")
+
+	st := n.status()
+	addr := strings.TrimPrefix(n.ts.URL, "http://")
+	if st.NodeID != "n1" || st.State != "leader" || st.Leader.ID != "n1" || st.Leader.HTTPAddr != addr ||
+		st.Term == 0 || st.AppliedIndex == 0 || st.CommitIndex < st.AppliedIndex || len(st.Digest) != 64 {
+		t.Fatalf("status = %+v", st)
+	}
+	if len(st.Members) != 1 || st.Members[0].ID != "n1" || !st.Members[0].Voter || st.Members[0].RaftAddr != n.raft ||
+		st.Members[0].HTTPAddr != addr || st.Members[0].Status != "alive" {
+		t.Fatalf("members = %+v", st.Members)
+	}
+
+	// A node without cluster membership cannot leave.
+	n.mustErr(http.StatusBadRequest, "invalid_request", "POST", "/v1/agent/leave", nil)
+
+	r := n.must(http.StatusOK, "GET", "/metrics", nil, nil)
+	for _, want := range []string{
+		`lockd_raft_state{state="leader"} 1`,
+		`lockd_raft_has_leader 1`,
+		`lockd_raft_term `,
+		`lockd_raft_commit_index `,
+		`lockd_raft_applied_index `,
+		`lockd_sessions 1`,
+		`lockd_held_locks 1`,
+		`lockd_waiters 0`,
+		`lockd_http_request_duration_seconds_bucket{code="201",route="POST /v1/sessions",le=`,
+		`lockd_http_request_duration_seconds_count{code="200",route="POST /v1/acquire"} 1`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestThreeNodes: writes through followers are forwarded; a waiter on one
+// follower is granted when a release arrives through another; a client
+// re-attaches to the request on a third node; all nodes converge.
+func TestThreeNodes(t *testing.T) {
+	ps := &peers{}
+	ns := []*testNode{startNode(t, "n1", ps, nodeOptions{}), startNode(t, "n2", ps, nodeOptions{}),
+		startNode(t, "n3", ps, nodeOptions{})}
+	var servers []raftnode.Server
+	for _, n := range ns {
+		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
+	}
+	if err := ns[0].node.Bootstrap(servers); err != nil {
+		t.Fatal(err)
+	}
+	var leader *testNode
+	waitFor(t, 15*time.Second, "a leader", func() bool {
+		for _, n := range ns {
+			if n.node.Status().State == "leader" {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	var fs []*testNode
+	for _, n := range ns {
+		if n != leader {
+			fs = append(fs, n)
+		}
+	}
+	f1, f2 := fs[0], fs[1]
+
+	a, b := f1.session(nil), f2.session(nil)
+	ga := f1.mustGrant(a, "jobs/nightly", "write")
+	ch := async(func() resp { return f2.acquire(b, "jobs/nightly", "write", "20s", "tn-1") })
+	f2.waitPending("tn-1")
+	re := async(func() resp { return leader.do("GET", "/v1/requests/tn-1?wait=20s", nil) })
+
+	f1.must(http.StatusOK, "DELETE", "/v1/locks/jobs/nightly?session="+a, nil, nil)
+	gb := decodeGrant(t, recv(t, ch, 10*time.Second, "the follower's waiter"))
+	if gb.Token <= ga.Token {
+		t.Fatalf("token %d after %d", gb.Token, ga.Token)
+	}
+	if r := recv(t, re, 10*time.Second, "the re-attached long-poll"); !strings.Contains(string(r.body), `"status":"granted"`) {
+		t.Fatalf("re-attach on the leader: %s", r)
+	}
+
+	// Linearizable reads on a follower see the write at once.
+	var c struct{ Valid bool }
+	f1.must(http.StatusOK, "GET", "/v1/check?name=jobs/nightly&token="+strconv.FormatUint(gb.Token, 10), nil, &c)
+	if !c.Valid {
+		t.Fatal("a follower's linearizable check missed the grant")
+	}
+
+	want := leader.status()
+	waitFor(t, 10*time.Second, "every node at the same index and digest", func() bool {
+		for _, n := range ns {
+			st := n.status()
+			if st.AppliedIndex != want.AppliedIndex || st.Digest != want.Digest || st.Leader.ID != leader.id {
+				return false
+			}
+		}
+		return true
+	})
+	if len(want.Members) != 3 {
+		t.Fatalf("members = %+v", want.Members)
+	}
+
+	// A node that is gone for good is removed through any node (forwarded
+	// to the leader); the leader cannot remove itself this way.
+	f2.stop()
+	var out struct{ Removed string }
+	f1.must(http.StatusOK, "DELETE", "/v1/members/"+f2.id, nil, &out)
+	if out.Removed != f2.id {
+		t.Fatalf("removed %q", out.Removed)
+	}
+	servers, err := leader.node.Servers()
+	if err != nil || len(servers) != 2 {
+		t.Fatalf("servers after removal = %+v, %v", servers, err)
+	}
+	leader.mustErr(http.StatusBadRequest, "invalid_request", "DELETE", "/v1/members/"+leader.id, nil)
+	// Writes still commit with two of two voters.
+	f1.mustGrant(a, "after/removal", "write")
+}

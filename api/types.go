@@ -1,0 +1,363 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// The JSON shapes of the HTTP API (see docs/api.md). Session ids travel as
+// decimal strings, durations as Go duration strings and modes as "read" or
+// "write", so that JavaScript clients never round a 64-bit id and a human
+// can read every field.
+
+// SessionID is a lockstate.SessionID encoded as a decimal JSON string. A
+// bare JSON number is accepted on input too.
+type SessionID lockstate.SessionID
+
+// MarshalJSON encodes the id as a decimal string.
+func (id SessionID) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, strconv.FormatUint(uint64(id), 10)), nil
+}
+
+// UnmarshalJSON accepts "123" or 123.
+func (id *SessionID) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	v, err := ParseSessionID(s)
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// ParseSessionID parses a decimal session id; 0 is not a session.
+func ParseSessionID(s string) (SessionID, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("session id %q is not a positive decimal number", s)
+	}
+	return SessionID(v), nil
+}
+
+// String returns the decimal id.
+func (id SessionID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// Duration is a time.Duration encoded as a Go duration string ("10s").
+type Duration time.Duration
+
+// MarshalJSON encodes the duration as a string such as "1m30s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+}
+
+// UnmarshalJSON accepts only a string that time.ParseDuration accepts: a
+// bare number would be ambiguous (seconds? nanoseconds?).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '"' {
+		return fmt.Errorf("duration %s is not a Go duration string such as \"10s\"", b)
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q (want a Go duration such as \"10s\")", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Mode is a lock mode encoded as "read" or "write"; absent means write.
+type Mode lockstate.Mode
+
+// MarshalJSON encodes the mode as "read" or "write".
+func (m Mode) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, lockstate.Mode(m).String()), nil
+}
+
+// UnmarshalJSON accepts "read" or "write" ("" means write).
+func (m *Mode) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("mode %s is not a string", b)
+	}
+	v, err := lockstate.ParseMode(s)
+	if err != nil {
+		return err
+	}
+	*m = Mode(v)
+	return nil
+}
+
+// mode returns the lockstate mode; the zero value (field absent) is write.
+func (m Mode) mode() lockstate.Mode {
+	if m == 0 {
+		return lockstate.Write
+	}
+	return lockstate.Mode(m)
+}
+
+// ErrorBody is every error answer: {"error":{"code":"...","message":"..."}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the code and human-readable message of an error.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// CreateSessionRequest is the body of POST /v1/sessions.
+type CreateSessionRequest struct {
+	TTL        *Duration `json:"ttl,omitempty"` // absent: DefaultSessionTTL
+	Name       string    `json:"name,omitempty"`
+	OnDeadlock string    `json:"on_deadlock,omitempty"` // "abort" (default) or "surrender"
+	Ordered    bool      `json:"ordered,omitempty"`
+	LockDelay  Duration  `json:"lock_delay,omitempty"`
+}
+
+// Session describes a session (POST /v1/sessions, GET /v1/sessions[/{id}]).
+type Session struct {
+	ID         SessionID  `json:"id"`
+	Name       string     `json:"name"`
+	TTL        Duration   `json:"ttl"`
+	OnDeadlock string     `json:"on_deadlock"`
+	Ordered    bool       `json:"ordered"`
+	LockDelay  Duration   `json:"lock_delay"`
+	Held       []HeldLock `json:"held"`
+	Pending    []string   `json:"pending"` // request ids in arrival order
+}
+
+// HeldLock is one hold of a session.
+type HeldLock struct {
+	Name    string    `json:"name"`
+	Mode    Mode      `json:"mode"`
+	Weight  int       `json:"weight"`
+	Count   int       `json:"count"`
+	Token   uint64    `json:"token"`
+	Expires time.Time `json:"expires,omitzero"` // hold_ttl end, on the leader's clock
+}
+
+// KeepAliveResponse answers POST /v1/sessions/{id}/keepalive.
+type KeepAliveResponse struct {
+	ID  SessionID `json:"id"`
+	TTL Duration  `json:"ttl"`
+}
+
+// CloseSessionResponse answers DELETE /v1/sessions/{id}.
+type CloseSessionResponse struct {
+	ID        SessionID      `json:"id"`
+	Released  []ReleasedLock `json:"released"`
+	Cancelled []string       `json:"cancelled"` // request ids
+}
+
+// LockSpec is one lock named in an acquire.
+type LockSpec struct {
+	Name   string `json:"name"`
+	Mode   Mode   `json:"mode,omitempty"`
+	Weight int    `json:"weight,omitempty"` // write permits on a semaphore; absent means 1
+	Limit  int    `json:"limit,omitempty"`  // semaphore size; absent means "as it is" (1 for a new name)
+}
+
+// AcquireRequest is the body of POST /v1/acquire.
+type AcquireRequest struct {
+	Session   SessionID  `json:"session"`
+	RequestID string     `json:"request_id,omitempty"`
+	Locks     []LockSpec `json:"locks"`
+	Require   string     `json:"require,omitempty"` // "all" (default), "any", "majority"
+	Wait      Duration   `json:"wait,omitempty"`
+	HoldTTL   Duration   `json:"hold_ttl,omitempty"`
+}
+
+// Grant is one lock a request was granted.
+type Grant struct {
+	Name   string `json:"name"`
+	Mode   Mode   `json:"mode"`
+	Weight int    `json:"weight"`
+	Token  uint64 `json:"token"`
+}
+
+// AcquireResponse answers a granted acquire (200).
+type AcquireResponse struct {
+	Status    string    `json:"status"` // always "granted"
+	RequestID string    `json:"request_id"`
+	Session   SessionID `json:"session"`
+	Token     uint64    `json:"token"` // the largest token among Granted
+	Granted   []Grant   `json:"granted"`
+}
+
+// Request is the state of an acquire request (GET/DELETE /v1/requests/{id}).
+type Request struct {
+	RequestID string     `json:"request_id"`
+	Session   SessionID  `json:"session"`
+	Status    string     `json:"status"` // pending, granted, timeout, deadlock, cancelled
+	Token     uint64     `json:"token,omitempty"`
+	Granted   []Grant    `json:"granted"`
+	Locks     []LockSpec `json:"locks"`
+	Created   uint64     `json:"created"`         // log index of the acquire
+	Ended     uint64     `json:"ended,omitempty"` // log index at which it stopped pending
+	Deadline  time.Time  `json:"deadline,omitzero"`
+}
+
+// ReleaseRequest is the body of POST /v1/release: a name or a request id.
+type ReleaseRequest struct {
+	Session   SessionID `json:"session"`
+	Name      string    `json:"name,omitempty"`
+	RequestID string    `json:"request_id,omitempty"`
+}
+
+// ReleasedLock names a lock one hold of which was released.
+type ReleasedLock struct {
+	Name string `json:"name"`
+}
+
+// ReleaseResponse answers POST /v1/release and DELETE /v1/locks/{name}.
+type ReleaseResponse struct {
+	Released []ReleasedLock `json:"released"`
+}
+
+// SurrenderRequest is the body of POST /v1/surrender.
+type SurrenderRequest struct {
+	Session SessionID `json:"session"`
+	Name    string    `json:"name"`
+}
+
+// SurrenderResponse answers POST /v1/surrender.
+type SurrenderResponse struct {
+	Status string `json:"status"` // "surrendered" or "kept" (nobody was waiting)
+	Name   string `json:"name"`
+}
+
+// Lock is one name's queue (GET /v1/locks, GET /v1/locks/{name}).
+type Lock struct {
+	Name         string    `json:"name"`
+	Version      uint64    `json:"version"`
+	Limit        int       `json:"limit"`
+	Holders      []Holder  `json:"holders"`
+	Waiters      []Waiter  `json:"waiters"`
+	DelayedUntil time.Time `json:"delayed_until,omitzero"` // lock-delay after an expired holder
+}
+
+// Holder is one hold on a lock.
+type Holder struct {
+	Session SessionID `json:"session"`
+	Mode    Mode      `json:"mode"`
+	Weight  int       `json:"weight"`
+	Count   int       `json:"count"`
+	Token   uint64    `json:"token"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// Waiter is one queued request on a lock, in arrival order.
+type Waiter struct {
+	Session   SessionID `json:"session"`
+	RequestID string    `json:"request_id"`
+	Mode      Mode      `json:"mode"`
+	Weight    int       `json:"weight"`
+}
+
+// CheckResponse answers GET /v1/check.
+type CheckResponse struct {
+	Valid bool   `json:"valid"`
+	Token uint64 `json:"token"` // the current token on the name (0: not held)
+}
+
+// StatusResponse answers GET /v1/status.
+type StatusResponse struct {
+	NodeID       string   `json:"node_id"`
+	State        string   `json:"state"`
+	Leader       Leader   `json:"leader"`
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	Digest       string   `json:"digest"` // hex SHA-256 of the table at applied_index
+	Members      []Member `json:"members"`
+}
+
+// Leader names the leader as this node sees it; empty when there is none.
+type Leader struct {
+	ID       string `json:"id"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// Member is one node of the cluster: gossip membership merged with the
+// raft configuration.
+type Member struct {
+	ID         string `json:"id"`
+	HTTPAddr   string `json:"http_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	Voter      bool   `json:"voter"`
+	Status     string `json:"status"` // gossip status ("alive", "suspect", "dead", "left"), "unknown" when gossip has not seen it
+}
+
+// ---- conversions from lockstate views ----------------------------------
+
+// clockTime converts a table-clock instant (Unix nanoseconds on the
+// leader's clock) to a time; 0 stays the zero time.
+func clockTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+func sessionJSON(si lockstate.SessionInfo) Session {
+	s := Session{ID: SessionID(si.ID), Name: si.Name, TTL: Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
+		Ordered: si.Ordered, LockDelay: Duration(si.LockDelay), Held: make([]HeldLock, len(si.Held)), Pending: si.Pending}
+	for i, h := range si.Held {
+		s.Held[i] = HeldLock{Name: h.Name, Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count, Token: h.Token,
+			Expires: clockTime(h.Expires)}
+	}
+	if s.Pending == nil {
+		s.Pending = []string{}
+	}
+	return s
+}
+
+func lockJSON(li lockstate.LockInfo) Lock {
+	l := Lock{Name: li.Name, Version: li.Version, Limit: li.Limit, DelayedUntil: clockTime(li.DelayedUntil),
+		Holders: make([]Holder, len(li.Holders)), Waiters: make([]Waiter, len(li.Waiters))}
+	for i, h := range li.Holders {
+		l.Holders[i] = Holder{Session: SessionID(h.Session), Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count,
+			Token: h.Token, Expires: clockTime(h.Expires)}
+	}
+	for i, w := range li.Waiters {
+		l.Waiters[i] = Waiter{Session: SessionID(w.Session), RequestID: w.RequestID, Mode: Mode(w.Mode), Weight: w.Weight}
+	}
+	return l
+}
+
+func grantsJSON(gs []lockstate.Grant) []Grant {
+	out := make([]Grant, len(gs))
+	for i, g := range gs {
+		out[i] = Grant{Name: g.Name, Mode: Mode(g.Mode), Weight: g.Weight, Token: g.Token}
+	}
+	return out
+}
+
+func requestJSON(ri *lockstate.RequestInfo) Request {
+	r := Request{RequestID: ri.ID, Session: SessionID(ri.Session), Status: string(ri.Status), Token: ri.Token,
+		Granted: grantsJSON(ri.Granted), Locks: make([]LockSpec, len(ri.Locks)),
+		Created: ri.Created, Ended: ri.Ended, Deadline: clockTime(ri.Deadline)}
+	for i, sp := range ri.Locks {
+		r.Locks[i] = LockSpec{Name: sp.Name, Mode: Mode(sp.Mode), Weight: sp.Weight, Limit: sp.Limit}
+	}
+	return r
+}
+
+func grantedJSON(ri *lockstate.RequestInfo) AcquireResponse {
+	return AcquireResponse{Status: string(lockstate.Granted), RequestID: ri.ID, Session: SessionID(ri.Session),
+		Token: ri.Token, Granted: grantsJSON(ri.Granted)}
+}

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/lockd/lockd/raftnode"
+)
+
+// maybeBootstrap is Consul's maybeBootstrap over gossip metadata: once
+// BootstrapExpect alive servers with the same expect value see each other
+// and no alive lockd node has raft state, the one with the lowest id
+// bootstraps raft with all of them as voters. The others wait: the
+// configuration reaches them with the new leader's first entries.
+//
+// A node with raft state never bootstraps (a restart rejoins from disk);
+// a conflicting expect value stops bootstrap with an error until the
+// membership changes; an alive node with raft state means a cluster
+// already exists (raft #122), so this node waits to be added instead.
+func (c *Cluster) maybeBootstrap() {
+	c.mu.Lock()
+	expect := c.expect
+	c.mu.Unlock()
+	if expect == 0 {
+		return
+	}
+	if c.node.HasState() {
+		c.noBootstrap("raft state exists; not bootstrapping")
+		return
+	}
+
+	var (
+		peers    []nodeMeta
+		existing []string // alive nodes that already have raft state
+	)
+	c.mu.Lock()
+	for _, m := range c.members {
+		if m.status != StatusAlive {
+			continue
+		}
+		if m.meta.State {
+			existing = append(existing, m.meta.ID)
+		}
+		if m.meta.Expect == 0 {
+			continue // joins and waits; not a bootstrap peer
+		}
+		if m.meta.Expect != expect {
+			c.mu.Unlock()
+			c.note(true, fmt.Sprintf("member %s expects %d servers, this node %d: not bootstrapping; all nodes must use the same --bootstrap-expect", m.meta.ID, m.meta.Expect, expect))
+			return
+		}
+		peers = append(peers, m.meta)
+	}
+	c.mu.Unlock()
+
+	if len(existing) > 0 {
+		slices.Sort(existing)
+		c.noBootstrap(fmt.Sprintf("nodes %s already have raft state; waiting to be added instead of bootstrapping", strings.Join(existing, ",")))
+		return
+	}
+	if len(peers) < expect {
+		c.note(false, fmt.Sprintf("waiting for %d servers to bootstrap, have %d", expect, len(peers)))
+		return
+	}
+	slices.SortFunc(peers, func(a, b nodeMeta) int { return strings.Compare(a.ID, b.ID) })
+	if peers[0].ID != c.cfg.ID {
+		// Stay ready to bootstrap: if the lowest one goes away before
+		// it does, the next lowest takes over.
+		c.note(false, fmt.Sprintf("%d servers present; %s bootstraps", len(peers), peers[0].ID))
+		return
+	}
+
+	servers := make([]raftnode.Server, len(peers))
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		servers[i] = raftnode.Server{ID: p.ID, Addr: p.Raft, Voter: true}
+		ids[i] = p.ID
+	}
+	if err := c.node.Bootstrap(servers); err != nil {
+		c.logger.Error("bootstrap failed", "error", err)
+		c.noBootstrap("bootstrap failed; not retrying")
+		return
+	}
+	c.bootstrapped.Store(true)
+	c.noBootstrap("")
+	c.logger.Info("bootstrapped raft", "voters", strings.Join(ids, ","))
+}
+
+// noBootstrap turns bootstrap off for good, noting why.
+func (c *Cluster) noBootstrap(why string) {
+	c.mu.Lock()
+	c.expect = 0
+	c.mu.Unlock()
+	if why != "" {
+		c.note(false, why)
+	}
+}
+
+// note logs a bootstrap message once (the loop runs it on every event).
+func (c *Cluster) note(isErr bool, msg string) {
+	c.mu.Lock()
+	dup := msg == c.lastNote
+	c.lastNote = msg
+	c.mu.Unlock()
+	switch {
+	case dup:
+	case isErr:
+		c.logger.Error(msg)
+	default:
+		c.logger.Info(msg)
+	}
+}

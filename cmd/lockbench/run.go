@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// result is one run's pairs and per-pair latencies.
+type result struct {
+	pairs, errors int
+	elapsed       time.Duration
+	lat           []time.Duration
+}
+
+func (r *result) rate() float64 { return float64(r.pairs) / r.elapsed.Seconds() }
+
+// quantile returns the q-quantile of pair latencies (q=1: the maximum).
+func (r *result) quantile(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(r.lat)-1))
+	return r.lat[i].Round(10 * time.Microsecond)
+}
+
+// run drives n clients against targets for d after a warmup.
+func run(targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
+	hc := &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: n + 4, MaxConnsPerHost: n + 4},
+	}
+	defer hc.CloseIdleConnections()
+	type clientOut struct {
+		lat    []time.Duration
+		errors int
+		err    error
+	}
+	outs := make([]clientOut, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	measureFrom, stopAt := time.Time{}, time.Time{}
+	ready.Add(n)
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			defer done.Done()
+			base := "http://" + targets[i%len(targets)]
+			out := &outs[i]
+			sid, err := createSession(hc, base)
+			ready.Done()
+			if err != nil {
+				out.err = err
+				return
+			}
+			defer deleteSession(hc, base, sid)
+			<-start
+			name := fmt.Sprintf("%s/c%d", prefix, i)
+			for {
+				t0 := time.Now()
+				if !t0.Before(stopAt) {
+					return
+				}
+				err := pair(hc, base, sid, name)
+				if t0.After(measureFrom) {
+					if err != nil {
+						out.errors++
+					} else {
+						out.lat = append(out.lat, time.Since(t0))
+					}
+				}
+			}
+		}(i)
+	}
+	ready.Wait()
+	for _, o := range outs {
+		if o.err != nil {
+			close(start)
+			done.Wait()
+			return nil, o.err
+		}
+	}
+	now := time.Now()
+	measureFrom, stopAt = now.Add(warmup), now.Add(warmup+d)
+	close(start)
+	done.Wait()
+	r := &result{elapsed: d}
+	for _, o := range outs {
+		r.lat = append(r.lat, o.lat...)
+		r.errors += o.errors
+	}
+	r.pairs = len(r.lat)
+	slices.Sort(r.lat)
+	return r, nil
+}
+
+// pair acquires name (waiting up to 10s) and releases it.
+func pair(hc *http.Client, base, sid, name string) error {
+	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": "10s"}
+	var acq struct {
+		Status string `json:"status"`
+	}
+	if err := post(hc, base+"/v1/acquire", body, &acq); err != nil {
+		return err
+	}
+	if acq.Status != "granted" {
+		return fmt.Errorf("acquire %s: %s", name, acq.Status)
+	}
+	return post(hc, base+"/v1/release", map[string]any{"session": sid, "name": name}, nil)
+}
+
+func createSession(hc *http.Client, base string) (string, error) {
+	var s struct {
+		ID string `json:"id"`
+	}
+	if err := post(hc, base+"/v1/sessions", map[string]any{"ttl": "30s", "name": "lockbench"}, &s); err != nil {
+		return "", err
+	}
+	return s.ID, nil
+}
+
+func deleteSession(hc *http.Client, base, id string) {
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, base+"/v1/sessions/"+id, nil)
+	if resp, err := hc.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+func post(hc *http.Client, url string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// waitLeader returns the HTTP address of the leader, asking each node's
+// /v1/status until one names a leader.
+func waitLeader(nodes []string, timeout time.Duration) (string, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			var st struct {
+				Leader struct {
+					HTTPAddr string `json:"http_addr"`
+				} `json:"leader"`
+			}
+			resp, err := hc.Get("http://" + n + "/v1/status?stale")
+			if err != nil {
+				continue
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.Leader.HTTPAddr != "" {
+				return st.Leader.HTTPAddr, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", fmt.Errorf("no leader within %v", timeout)
+}

@@ -1,0 +1,44 @@
+// Command lockd runs one node of a lockd cluster: the raft node, gossip
+// membership and the HTTP API. `lockd health` and `lockd leave` talk to a
+// running node (the first is the Docker health check).
+//
+// Usage:
+//
+//	lockd --node-id n1 --data-dir /var/lib/lockd \
+//	      --http-addr 127.0.0.1:7001 --raft-addr 127.0.0.1:7101 --gossip-addr 127.0.0.1:7201 \
+//	      --join 127.0.0.1:7202,127.0.0.1:7203 --bootstrap-expect 3
+//	lockd --dev
+//	lockd health [--addr 127.0.0.1:7001]
+//	lockd leave  [--addr 127.0.0.1:7001]
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "health":
+			os.Exit(health(args[1:]))
+		case "leave":
+			os.Exit(leave(args[1:]))
+		}
+	}
+	cfg, err := parseFlags(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockd:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "lockd:", err)
+		os.Exit(1)
+	}
+}

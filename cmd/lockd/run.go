@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/cluster"
+	"github.com/lockd/lockd/raftnode"
+)
+
+// Shutdown budgets.
+const (
+	httpDrain    = 5 * time.Second  // in-flight requests finish (waits were already ended)
+	raftStop     = 10 * time.Second // leadership transfer, then raft and stores
+	leaveTimeout = 30 * time.Second // until the leader has removed us from raft
+)
+
+// errLeft ends a node that left the cluster for good: a clean exit.
+var errLeft = errors.New("left the cluster")
+
+// agent is one running node: raft, the HTTP API and (unless --dev) gossip.
+type agent struct {
+	cfg  *config
+	log  hclog.Logger
+	node *raftnode.Node
+	srv  *api.Server
+	http *http.Server
+
+	dir cluster.Directory               // raftnode asks for peers before gossip runs
+	cl  atomic.Pointer[cluster.Cluster] // set once gossip runs
+
+	stop      context.CancelCauseFunc
+	serveErrs chan error
+}
+
+// run wires the node together and serves until ctx ends or the node
+// leaves the cluster: raftnode.Open, the HTTP API, then gossip (which may
+// bootstrap raft, so the API is up before peers can forward to it).
+func run(ctx context.Context, cfg *config) error {
+	a := &agent{cfg: cfg, serveErrs: make(chan error, 1),
+		log: hclog.New(&hclog.LoggerOptions{Name: "lockd", Level: hclog.LevelFromString(cfg.LogLevel),
+			JSONFormat: cfg.LogJSON, Output: os.Stderr})}
+	if cfg.Dev {
+		cleanup, err := devSetup(cfg, a.log)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	ctx, a.stop = context.WithCancelCause(ctx)
+	defer a.stop(nil)
+
+	if err := a.openRaft(); err != nil {
+		return err
+	}
+	if err := a.serveHTTP(); err != nil {
+		a.stopRaft()
+		return err
+	}
+	if err := a.join(); err != nil {
+		a.stop(err)
+	} else {
+		a.log.Info("node running", "id", cfg.NodeID, "dev", cfg.Dev)
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-a.serveErrs:
+		a.stop(fmt.Errorf("http server: %w", err))
+	}
+	cause := context.Cause(ctx)
+	a.log.Info("shutting down", "reason", cause)
+	a.shutdown()
+	if errors.Is(cause, context.Canceled) || errors.Is(cause, errLeft) {
+		return nil
+	}
+	return cause
+}
+
+func (a *agent) peerHTTP(id string) (string, bool) {
+	if id == a.cfg.NodeID {
+		return a.cfg.HTTPAdvertise, true
+	}
+	return a.dir.HTTPAddr(id)
+}
+
+func (a *agent) openRaft() error {
+	node, err := raftnode.Open(raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
+		RaftAdvertise: a.cfg.RaftAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log.Named("raft"), Timing: a.cfg.RaftTiming})
+	if err != nil {
+		return fmt.Errorf("open raft node: %w", err)
+	}
+	a.node = node
+	return nil
+}
+
+func (a *agent) serveHTTP() error {
+	apiCfg := api.Config{Node: a.node, HTTPAddr: a.cfg.HTTPAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log,
+		MaxWait: a.cfg.MaxWait}
+	if !a.cfg.Dev {
+		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
+		apiCfg.Leave = a.leave
+	}
+	srv, err := api.New(apiCfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("http listen: %w", err)
+	}
+	a.srv = srv
+	// No WriteTimeout: waits are bounded by --max-wait instead.
+	a.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    a.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	go func() { a.serveErrs <- a.http.Serve(ln) }()
+	a.log.Info("http api listening", "addr", ln.Addr().String(), "advertise", a.cfg.HTTPAdvertise)
+	return nil
+}
+
+// join starts gossip, which bootstraps or joins raft; a --dev node
+// bootstraps itself alone instead.
+func (a *agent) join() error {
+	if a.cfg.Dev {
+		return devBootstrap(a.node, a.cfg.NodeID)
+	}
+	c, err := cluster.Start(cluster.Config{ID: a.cfg.NodeID, GossipBind: a.cfg.GossipAddr,
+		GossipAdvertise: a.cfg.GossipAdvert, RaftAddr: a.cfg.RaftAdvertise, HTTPAddr: a.cfg.HTTPAdvertise,
+		Join: a.cfg.Join, BootstrapExpect: a.cfg.BootstrapExpect, Logger: a.log.Named("cluster"), Directory: &a.dir},
+		a.node)
+	if err != nil {
+		return fmt.Errorf("start cluster membership: %w", err)
+	}
+	a.cl.Store(c)
+	return nil
+}
+
+// leave is POST /v1/agent/leave: out of gossip and the raft configuration
+// for good, then stop.
+func (a *agent) leave() {
+	if c := a.cl.Load(); c != nil {
+		a.log.Info("leaving the cluster for good")
+		if err := c.Leave(leaveTimeout); err != nil {
+			a.log.Error("leave", "error", err)
+		}
+	}
+	a.stop(errLeft)
+}
+
+// shutdown stops serving and hands leadership over, but stays in the raft
+// configuration: a restart is not a leave.
+func (a *agent) shutdown() {
+	a.srv.Close() // waits in flight answer 503 with their request id
+	ctx, cancel := context.WithTimeout(context.Background(), httpDrain)
+	if err := a.http.Shutdown(ctx); err != nil {
+		a.http.Close()
+	}
+	cancel()
+	a.stopRaft()
+	if c := a.cl.Load(); c != nil {
+		if err := c.Shutdown(); err != nil {
+			a.log.Error("gossip shutdown", "error", err)
+		}
+	}
+}
+
+func (a *agent) stopRaft() {
+	ctx, cancel := context.WithTimeout(context.Background(), raftStop)
+	defer cancel()
+	if err := a.node.Shutdown(ctx); err != nil {
+		a.log.Error("raft shutdown", "error", err)
+	}
+}
+
+// members adapts the gossip view for the API.
+func members(c *cluster.Cluster) []api.Member {
+	if c == nil {
+		return nil
+	}
+	ms := c.Members()
+	out := make([]api.Member, len(ms))
+	for i, m := range ms {
+		out[i] = api.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr,
+			Status: m.Status}
+	}
+	return out
+}
+
+// devSetup gives a --dev node a temporary data dir, removed at exit.
+func devSetup(cfg *config, log hclog.Logger) (func(), error) {
+	cleanup := func() {}
+	if cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "lockd-dev-")
+		if err != nil {
+			return nil, fmt.Errorf("dev data dir: %w", err)
+		}
+		cfg.DataDir = dir
+		cleanup = func() { os.RemoveAll(dir) }
+	}
+	log.Warn("dev mode: one node, temporary data, not for production", "data_dir", cfg.DataDir, "http", cfg.HTTPAddr)
+	return cleanup, nil
+}
+
+// devBootstrap makes a fresh --dev node a one-voter cluster.
+func devBootstrap(node *raftnode.Node, id string) error {
+	if node.HasState() {
+		return nil
+	}
+	if err := node.Bootstrap([]raftnode.Server{{ID: id, Addr: node.RaftAddr(), Voter: true}}); err != nil {
+		return fmt.Errorf("dev bootstrap: %w", err)
+	}
+	return nil
+}

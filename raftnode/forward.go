@@ -1,0 +1,242 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/lockstate"
+)
+
+// The internal protocol: msgpack bodies, one POST per call, answered with
+// a wireReply. A node answers only for itself and never forwards a
+// forwarded request, so there are no forwarding loops: when it is not the
+// (ready) leader it says so and the caller looks for the leader again.
+const (
+	pathPropose   = "/internal/v1/propose"   // body: fsm.Encode(0, cmd); the leader stamps now
+	pathReadIndex = "/internal/v1/readindex" // empty body
+	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
+
+	contentType     = "application/msgpack"
+	headerForwarder = "X-Lockd-Forwarded-By"
+	maxInternalBody = 4 << 20
+	// forwardTimeout bounds a forwarded call whose context has no deadline.
+	forwardTimeout = 30 * time.Second
+)
+
+// Reply codes of the internal protocol.
+const (
+	codeNotLeader       = "not_leader"      // nothing was done; find the leader and retry
+	codeUnknownOutcome  = "unknown_outcome" // the command may have committed
+	codeSessionNotFound = "session_not_found"
+	codeError           = "error"
+)
+
+// wireReply answers every internal call.
+type wireReply struct {
+	Code    string            `msgpack:"code,omitempty"`
+	Message string            `msgpack:"message,omitempty"`
+	Index   uint64            `msgpack:"index,omitempty"`
+	Result  *lockstate.Result `msgpack:"result,omitempty"`
+	TTL     time.Duration     `msgpack:"ttl,omitempty"`
+}
+
+type keepAliveRequest struct {
+	Session lockstate.SessionID `msgpack:"session"`
+}
+
+// newForwardClient returns the one client a node forwards with: keep-alive
+// connections, enough of them per host for many concurrent proposals.
+func newForwardClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // internal traffic never goes through a proxy
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+}
+
+// forwardPropose sends cmd to the leader, without a timestamp: the leader
+// stamps it with its own clock.
+func (n *Node) forwardPropose(ctx context.Context, addr string, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
+	body, err := fsm.Encode(0, cmd)
+	if err != nil {
+		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
+	}
+	rep, err := n.forward(ctx, addr, pathPropose, body, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	if rep.Result == nil {
+		return nil, 0, fmt.Errorf("raftnode: leader at %s answered without a result", addr)
+	}
+	return rep.Result, rep.Index, nil
+}
+
+func (n *Node) forwardReadIndex(ctx context.Context, addr string) (uint64, error) {
+	rep, err := n.forward(ctx, addr, pathReadIndex, nil, false)
+	if err != nil {
+		return 0, err
+	}
+	return rep.Index, nil
+}
+
+func (n *Node) forwardKeepAlive(ctx context.Context, addr string, id lockstate.SessionID) (time.Duration, error) {
+	body, err := msgpack.Marshal(keepAliveRequest{Session: id})
+	if err != nil {
+		return 0, fmt.Errorf("raftnode: encode keepalive: %w", err)
+	}
+	rep, err := n.forward(ctx, addr, pathKeepAlive, body, false)
+	if err != nil {
+		return 0, err
+	}
+	return rep.TTL, nil
+}
+
+// forward makes one internal call. A failure before the request was fully
+// written is retryable; after it, a write (mutates) has an unknown
+// outcome, while reads and keepalives may simply be retried.
+func (n *Node) forward(ctx context.Context, addr, path string, body []byte, mutates bool) (*wireReply, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, forwardTimeout)
+		defer cancel()
+	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: forward to %s: %w", addr, err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set(headerForwarder, n.cfg.ID)
+
+	failed := func(err error) error {
+		if mutates && wrote.Load() {
+			return fmt.Errorf("%w: forwarded to %s: %w", ErrUnknownOutcome, addr, err)
+		}
+		return fmt.Errorf("%w: forward to %s: %w", errRetry, addr, err)
+	}
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return nil, failed(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != contentType {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		// Not our protocol (a node still starting, a proxy in the way):
+		// whatever answered did not run the command.
+		return nil, fmt.Errorf("%w: forward to %s%s: unexpected answer %s", errRetry, addr, path, resp.Status)
+	}
+	var rep wireReply
+	if err := msgpack.NewDecoder(io.LimitReader(resp.Body, maxInternalBody)).Decode(&rep); err != nil {
+		return nil, failed(fmt.Errorf("read answer: %w", err))
+	}
+	switch rep.Code {
+	case "":
+		return &rep, nil
+	case codeNotLeader:
+		return nil, fmt.Errorf("%w: %s says: %s", errRetry, addr, rep.Message)
+	case codeUnknownOutcome:
+		return nil, fmt.Errorf("%w: leader at %s: %s", ErrUnknownOutcome, addr, rep.Message)
+	case codeSessionNotFound:
+		return nil, ErrSessionNotFound
+	default:
+		return nil, fmt.Errorf("raftnode: leader at %s: %s", addr, rep.Message)
+	}
+}
+
+// newHandler serves the internal endpoints. Each answers for this node
+// only (see the protocol above).
+func (n *Node) newHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathPropose, n.handlePropose)
+	mux.HandleFunc("POST "+pathReadIndex, n.handleReadIndex)
+	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
+	return mux
+}
+
+func (n *Node) handlePropose(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	if err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "read body: " + err.Error()})
+		return
+	}
+	_, cmd, err := fsm.Decode(body) // the sender's timestamp is ignored
+	if err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode command: " + err.Error()})
+		return
+	}
+	res, index, err := n.proposeLocal(r.Context(), cmd)
+	if err != nil {
+		n.replyError(w, err)
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{Index: index, Result: res})
+}
+
+func (n *Node) handleReadIndex(w http.ResponseWriter, r *http.Request) {
+	index, err := n.readIndexLocal()
+	if err != nil {
+		n.replyError(w, err)
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{Index: index})
+}
+
+func (n *Node) handleKeepAlive(w http.ResponseWriter, r *http.Request) {
+	var req keepAliveRequest
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody)).Decode(&req); err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode keepalive: " + err.Error()})
+		return
+	}
+	ttl, err := n.keepAliveLocal(req.Session)
+	if err != nil {
+		n.replyError(w, err)
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{TTL: ttl})
+}
+
+// replyError maps a local failure to the protocol's codes.
+func (n *Node) replyError(w http.ResponseWriter, err error) {
+	switch {
+	case retryable(err), errors.Is(err, ErrNoLeader):
+		writeReply(w, http.StatusServiceUnavailable, wireReply{Code: codeNotLeader, Message: err.Error()})
+	case errors.Is(err, ErrUnknownOutcome):
+		writeReply(w, http.StatusServiceUnavailable, wireReply{Code: codeUnknownOutcome, Message: err.Error()})
+	case errors.Is(err, ErrSessionNotFound):
+		writeReply(w, http.StatusNotFound, wireReply{Code: codeSessionNotFound, Message: err.Error()})
+	default:
+		n.logger.Error("internal call failed", "error", err)
+		writeReply(w, http.StatusInternalServerError, wireReply{Code: codeError, Message: err.Error()})
+	}
+}
+
+func writeReply(w http.ResponseWriter, status int, rep wireReply) {
+	b, err := msgpack.Marshal(&rep)
+	if err != nil {
+		b, _ = msgpack.Marshal(&wireReply{Code: codeError, Message: "encode reply: " + err.Error()})
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,137 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/lockstate"
+)
+
+// errRetry marks a failure that left nothing behind (the node asked was
+// not, or not yet, a ready leader; the leader could not be reached before
+// anything was sent), so the call may simply be tried again.
+var errRetry = errors.New("raftnode: not the leader")
+
+// retryable reports whether err is safe to retry: the command was
+// certainly not appended to the log.
+func retryable(err error) bool {
+	return errors.Is(err, errRetry) ||
+		errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrEnqueueTimeout)
+}
+
+// leaderCall runs an operation on the leader: local when this node leads,
+// remote (with the leader's HTTP address) otherwise. While no leader is
+// known, the one asked says it is not the leader, or it cannot be reached,
+// it retries with backoff within ctx and timing.leaderWait, then gives up
+// with ErrNoLeader. Other errors, above all ErrUnknownOutcome, return at
+// once: only the caller can retry those idempotently.
+func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
+	giveUp := time.Now().Add(n.timing.leaderWait)
+	backoff := n.timing.retryMin
+	for {
+		if n.isShutdown() {
+			return fmt.Errorf("%w: node is shut down", ErrNoLeader)
+		}
+		changed := n.changes.wait() // before looking, so no change is missed
+		err := n.callLeaderOnce(ctx, local, remote)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+		}
+		if time.Now().Add(backoff).After(giveUp) {
+			return fmt.Errorf("%w: %w", ErrNoLeader, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-n.shutdownCh:
+		}
+		t.Stop()
+		backoff = min(2*backoff, n.timing.retryMax)
+	}
+}
+
+func (n *Node) callLeaderOnce(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
+	if n.raft.State() == raft.Leader {
+		return local(ctx)
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return fmt.Errorf("%w: no leader known", errRetry)
+	}
+	if string(id) == n.cfg.ID {
+		// We just stepped down (or are about to lead): ask again.
+		return fmt.Errorf("%w: leadership changing", errRetry)
+	}
+	addr, ok := n.cfg.PeerHTTP(string(id))
+	if !ok || addr == "" {
+		return fmt.Errorf("%w: no HTTP address known for leader %s", errRetry, id)
+	}
+	return remote(ctx, addr)
+}
+
+// proposeLocal commits cmd on this node, which must be the leader; the
+// leader, and only the leader, stamps the command with its clock.
+func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, 0, errRetry
+	}
+	data, err := fsm.Encode(n.now().UnixNano(), cmd)
+	if err != nil {
+		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
+	}
+	return n.apply(ctx, data)
+}
+
+// apply appends an encoded command and waits for the FSM's answer. Raft
+// batches concurrent applies into one disk write, so nothing here may
+// serialise callers.
+func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint64, error) {
+	// The timeout only bounds enqueueing; ErrEnqueueTimeout means the entry
+	// never reached the log.
+	f := n.raft.Apply(data, n.timing.leaderWait)
+	if ctx.Done() != nil {
+		done := make(chan struct{})
+		go func() {
+			_ = f.Error()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			// Raft goes on with the entry; we just stop waiting for it.
+			return nil, 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+		}
+	}
+	if err := f.Error(); err != nil {
+		switch {
+		case retryable(err):
+			return nil, 0, err
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+			// The entry may commit under the next leader (consul #2893).
+			return nil, 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		default:
+			return nil, 0, fmt.Errorf("raftnode: apply: %w", err)
+		}
+	}
+	// Response is valid only once Error has returned.
+	switch resp := f.Response().(type) {
+	case *lockstate.Result:
+		return resp, f.Index(), nil
+	case error:
+		return nil, 0, fmt.Errorf("raftnode: apply at index %d: %w", f.Index(), resp)
+	default:
+		return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", f.Index(), resp)
+	}
+}
