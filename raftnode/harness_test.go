@@ -28,7 +28,7 @@ var testTiming = func() float64 {
 }()
 
 // testLogger is silent unless LOCKD_TEST_LOG is set (e.g. to "debug").
-func testLogger(t *testing.T, id string) hclog.Logger {
+func testLogger(t testing.TB, id string) hclog.Logger {
 	lvl := os.Getenv("LOCKD_TEST_LOG")
 	if lvl == "" {
 		return hclog.NewNullLogger()
@@ -39,7 +39,7 @@ func testLogger(t *testing.T, id string) hclog.Logger {
 // testCluster is n real nodes on loopback: raft over TCP, forwarding over
 // httptest servers that mount each node's Handler.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	tweak func(*Config)
 
 	mu    sync.Mutex
@@ -60,7 +60,7 @@ type testNode struct {
 
 // newTestCluster starts n nodes, bootstraps them from the first and waits
 // for a ready leader.
-func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, tweak: tweak, http: make(map[string]string)}
 	for i := range n {
@@ -224,7 +224,7 @@ func (c *testCluster) converged() uint64 {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -239,7 +239,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // ErrUnknownOutcome for an acquire with a request id (idempotent, as the
 // API retries it); it fails the test on any other error or a domain
 // error.
-func propose(t *testing.T, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
+func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -266,13 +266,13 @@ func retryableInTest(cmd lockstate.Command, err error) bool {
 	return ok && a.RequestID != "" && errors.Is(err, ErrUnknownOutcome)
 }
 
-func createSession(t *testing.T, n *Node, ttl time.Duration) lockstate.SessionID {
+func createSession(t testing.TB, n *Node, ttl time.Duration) lockstate.SessionID {
 	t.Helper()
 	res, _ := propose(t, n, &lockstate.CreateSession{TTL: ttl})
 	return res.Session
 }
 
-func acquire(t *testing.T, n *Node, s lockstate.SessionID, name, reqID string, wait, holdTTL time.Duration) *lockstate.RequestInfo {
+func acquire(t testing.TB, n *Node, s lockstate.SessionID, name, reqID string, wait, holdTTL time.Duration) *lockstate.RequestInfo {
 	t.Helper()
 	res, _ := propose(t, n, &lockstate.Acquire{
 		Session:   s,
