@@ -48,13 +48,13 @@ func main() {
 	if len(nodes) == 0 {
 		fatal(fmt.Errorf("give --addrs or --spawn"))
 	}
-	targets := nodes
-	if !*spread {
-		leader, err := waitLeader(nodes, 30*time.Second)
-		if err != nil {
-			fatal(err)
-		}
-		targets = []string{leader}
+	leader, err := waitLeader(nodes, 30*time.Second) // also: the cluster is up
+	if err != nil {
+		fatal(err)
+	}
+	targets := []string{leader}
+	if *spread {
+		targets = nodes
 	}
 	fmt.Printf("lockbench: %d node(s), clients to %s, %v per run\n", len(nodes), strings.Join(targets, ","), *duration)
 	fmt.Printf("%8s %12s %12s %10s %10s %10s %8s\n", "clients", "pairs", "pairs/s", "p50", "p99", "max", "errors")
