@@ -25,6 +25,8 @@ type config struct {
 	LogJSON                                    bool
 	MaxWait                                    time.Duration
 	RaftTiming                                 float64
+	SnapshotThreshold, TrailingLogs            uint64
+	SnapshotInterval                           time.Duration
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -45,6 +47,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.LogJSON, "log-json", false, "log JSON lines instead of text")
 	fs.DurationVar(&c.MaxWait, "max-wait", api.DefaultMaxWait, "longest wait a request may ask for (acquire, long-poll, blocking query)")
 	fs.Float64Var(&c.RaftTiming, "raft-timing", 1, "scale raft's heartbeat, election and lease timeouts (larger on slow machines)")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192)")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m)")
+	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -309,27 +309,26 @@ func TestSessionExpiryReleasesAtSameIndexEverywhere(t *testing.T) {
 // hundreds of writes, and the follower restarted from its data dir catches
 // up to the same applied index and digest.
 //
-// lockd has no flag for raft's snapshot threshold, interval or trailing
-// logs (8192 entries / 2 min / 10240 kept), so within this test's budget
-// the follower catches up from the log; TestRestartedNodeCatchesUpFromSnapshot
-// (LOCKD_E2E_LONG=1) waits for a real snapshot and compaction.
+// TestRestartedNodeCatchesUp: a follower killed while the others write
+// catches up from the leader's log when restarted.
 func TestRestartedNodeCatchesUp(t *testing.T) {
-	testCatchUp(t, 8, 40, false)
+	testCatchUp(t, 8, 40, 0)
 }
 
-// TestRestartedNodeCatchesUpFromSnapshot is the slow variant: more than
-// 10240 entries while the follower is down, then it waits (up to ~4 min)
-// until the leader has taken a snapshot and compacted its log past the
-// follower, which therefore has to install a snapshot.
+// TestRestartedNodeCatchesUpFromSnapshot: with a small snapshot threshold
+// and few trailing logs, the leader snapshots and compacts its log past
+// the killed follower while it is down, so the restarted follower has to
+// install the leader's snapshot.
 func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
-	if os.Getenv("LOCKD_E2E_LONG") == "" {
-		t.Skip("slow (~5 min, waits for raft's 2-4 min snapshot interval): set LOCKD_E2E_LONG=1")
-	}
-	testCatchUp(t, 16, 340, true)
+	testCatchUp(t, 8, 60, 100, "--snapshot-threshold", "200", "--snapshot-interval", "500ms", "--trailing-logs", "100")
 }
 
-func testCatchUp(t *testing.T, workers, pairs int, needSnapshot bool) {
-	c := startCluster(t, 3)
+// testCatchUp kills a follower, writes workers×pairs pairs, restarts it and
+// checks it converged. trailing > 0 means the cluster runs with that many
+// trailing logs and the follower must catch up from a snapshot.
+func testCatchUp(t *testing.T, workers, pairs int, trailing uint64, flags ...string) {
+	needSnapshot := trailing > 0
+	c := startCluster(t, 3, flags...)
 	leader := c.waitLeader(c.nodes, 30*time.Second)
 	victim := c.others(leader)[0]
 	other := c.others(leader, victim)[0]
@@ -353,14 +352,12 @@ func testCatchUp(t *testing.T, workers, pairs int, needSnapshot bool) {
 		after.AppliedIndex-before.AppliedIndex)
 
 	if needSnapshot {
-		// raft's default TrailingLogs: the leader keeps this many entries
-		// behind a snapshot.
-		const trailing = 10240
+		// The leader keeps trailing entries behind a snapshot.
 		if after.AppliedIndex <= before.AppliedIndex+trailing {
 			t.Fatalf("only %d entries since the kill: the leader's log would still reach back to the follower",
 				after.AppliedIndex-before.AppliedIndex)
 		}
-		eventually(t, 5*time.Minute, "a snapshot on the leader past the follower's log + trailing logs", func() (bool, string) {
+		eventually(t, time.Minute, "a snapshot on the leader past the follower's log + trailing logs", func() (bool, string) {
 			idx := newestSnapshot(leader.dataDir)
 			return idx > before.AppliedIndex+trailing, fmt.Sprintf("newest snapshot at index %d", idx)
 		})
@@ -374,6 +371,8 @@ func testCatchUp(t *testing.T, workers, pairs int, needSnapshot bool) {
 	if needSnapshot {
 		if idx := newestSnapshot(victim.dataDir); idx <= before.AppliedIndex {
 			t.Errorf("%s caught up without installing a snapshot (newest local snapshot at %d)", victim.id, idx)
+		} else {
+			t.Logf("%s installed the leader's snapshot at index %d", victim.id, idx)
 		}
 	}
 
@@ -400,9 +399,10 @@ type hold struct {
 	token   uint64
 }
 
-// writeLoad runs workers clients, each with its own session (TTL 2m),
-// doing pairs acquire+release rounds through nodes, and finally holding
-// cu/held/<worker>. It returns those held locks.
+// writeLoad runs workers clients, each with its own session, doing pairs
+// acquire+release rounds through nodes, and finally holding
+// cu/held/<worker>. It returns those held locks; their sessions are kept
+// alive until the test ends.
 func writeLoad(t *testing.T, c *cluster, nodes []*node, workers, pairs int) map[string]hold {
 	t.Helper()
 	var mu sync.Mutex
@@ -414,7 +414,7 @@ func writeLoad(t *testing.T, c *cluster, nodes []*node, workers, pairs int) map[
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			addr := nodes[w%len(nodes)].httpAddr
-			sid, err := c.api.createSession(ctx, addr, "2m")
+			sid, err := c.api.createSession(ctx, addr, "30s")
 			if err != nil {
 				errs <- fmt.Errorf("worker %d: create session: %w", w, err)
 				return
@@ -445,6 +445,9 @@ func writeLoad(t *testing.T, c *cluster, nodes []*node, workers, pairs int) map[
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	for _, h := range held {
+		c.api.keepAlive(t, h.session, 5*time.Second, addrs(nodes...)...)
 	}
 	return held
 }
@@ -683,11 +686,11 @@ func TestFiveNodesQuorum(t *testing.T) {
 // ---- test-local helpers ---------------------------------------------------
 
 func waiterIDs(l *lockView) []string {
-	var ids []string
+	var out []string
 	for _, w := range l.Waiters {
-		ids = append(ids, w.RequestID)
+		out = append(out, w.RequestID)
 	}
-	return ids
+	return out
 }
 
 // waitWaiters waits until name's waiters (read through nd) are exactly want.

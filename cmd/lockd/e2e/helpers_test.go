@@ -62,7 +62,7 @@ func logLevel() string {
 
 // startCluster starts n nodes n1..nN that all --join each other with
 // --bootstrap-expect n. It does not wait for a leader.
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	needBinary(t)
 	dir := t.TempDir() // removed after the processes are killed (cleanups run LIFO)
@@ -87,12 +87,12 @@ func startCluster(t *testing.T, n int) *cluster {
 				others = append(others, g)
 			}
 		}
-		nd.args = []string{
+		nd.args = append([]string{
 			"--node-id", nd.id, "--data-dir", nd.dataDir,
 			"--http-addr", nd.httpAddr, "--raft-addr", nd.raftAddr, "--gossip-addr", nd.gossip,
 			"--join", strings.Join(others, ","), "--bootstrap-expect", strconv.Itoa(n),
 			"--raft-timing", raftTiming(), "--log-level", logLevel(),
-		}
+		}, extra...)
 		c.nodes = append(c.nodes, nd)
 	}
 	t.Cleanup(c.cleanup)
@@ -163,12 +163,6 @@ func (nd *node) kill(within time.Duration) error {
 	case <-time.After(within):
 		return fmt.Errorf("kill %s (pid %d): still running %v after SIGKILL", nd.id, cmd.Process.Pid, within)
 	}
-}
-
-func (nd *node) running() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.cmd != nil
 }
 
 // cleanup kills every process of the cluster and, if the test failed

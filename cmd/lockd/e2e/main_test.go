@@ -38,7 +38,6 @@ var lockdBin string
 func TestMain(m *testing.M) {
 	flag.Parse()
 	go spawner()
-	code := 0
 	dir, err := os.MkdirTemp("", "lockd-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -52,7 +51,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code = m.Run()
+	code := m.Run()
 	if n := reapAll(); n > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: %d lockd process(es) were still running after the tests; killed them\n", n)
 		code = 1
