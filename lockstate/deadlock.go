@@ -1,6 +1,7 @@
 package lockstate
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 )
@@ -86,18 +87,8 @@ func (t *Table) waitsForReqs(reqs []*request) []*session {
 	for s := range set {
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b *session) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
 	return out
-}
-
-func cmpID(a, b SessionID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // findCycle returns a wait-for cycle through start (start first), or nil.

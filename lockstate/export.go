@@ -1,6 +1,7 @@
 package lockstate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -94,7 +95,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 	for _, r := range t.requests {
 		reqs = append(reqs, r)
 	}
-	slices.SortFunc(reqs, func(a, b *request) int { return cmpU64(a.seq, b.seq) })
+	slices.SortFunc(reqs, func(a, b *request) int { return cmp.Compare(a.seq, b.seq) })
 	sessions := t.sessionsByID()
 
 	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq, Forgotten: t.forgotten,
@@ -140,16 +141,6 @@ func (t *Table) Export(fn func(rec any) error) error {
 		}
 	}
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Loader rebuilds a table from exported records, given in Export's order.

@@ -1,6 +1,7 @@
 package lockstate
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -441,9 +442,9 @@ func checkGraph(v *tabView, add addFunc) {
 	}
 	slices.SortFunc(edges, func(x, y Edge) int {
 		if x.From != y.From {
-			return cmpID(x.From, y.From)
+			return cmp.Compare(x.From, y.From)
 		}
-		return cmpID(x.To, y.To)
+		return cmp.Compare(x.To, y.To)
 	})
 	if !slices.Equal(edges, v.graph) {
 		add("waitgraph", "WaitGraph() = %v, the rules give %v", v.graph, edges)

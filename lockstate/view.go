@@ -1,6 +1,7 @@
 package lockstate
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -208,7 +209,7 @@ func (t *Table) sessionsByID() []*session {
 	for _, s := range t.sessions {
 		ss = append(ss, s)
 	}
-	slices.SortFunc(ss, func(a, b *session) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(ss, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
 	return ss
 }
 
