@@ -86,7 +86,10 @@ func toError(err error) *Error {
 	case errors.Is(err, raftnode.ErrSessionNotFound):
 		return errorf(http.StatusNotFound, string(lockstate.CodeNoSession), "%v", err)
 	case errors.Is(err, raftnode.ErrUnknownOutcome):
-		return noLeader("the outcome of the write is unknown (leadership changed); retry it: %v", err)
+		// Not every write is safe to repeat: say which are.
+		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. "+
+			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); "+
+			"check GET /v1/sessions/{id} before repeating a release or surrender: %v", err)
 	case errors.Is(err, raftnode.ErrNoLeader):
 		return noLeader("no leader reachable; retry: %v", err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -139,7 +139,10 @@ func (s *Server) answerFinal(w http.ResponseWriter, r *http.Request, info *locks
 		var live bool
 		s.fsm.Read(func(t *lockstate.Table) { live = t.HasSession(info.Session) })
 		switch {
-		case cancelIndex != 0 && info.Ended == cancelIndex:
+		case cancelIndex != 0:
+			// This node cancelled because the wait was over; the cancel
+			// that committed may be an earlier attempt of its own whose
+			// answer was lost. Either way the request was not granted.
 			s.writeError(w, r, errorf(http.StatusConflict, string(lockstate.CodeTimeout),
 				"request %s not granted within its wait (cancelled): %s", info.ID, s.blockers(r.Context(), info.Locks, index)))
 		case !live:
@@ -147,6 +150,9 @@ func (s *Server) answerFinal(w http.ResponseWriter, r *http.Request, info *locks
 		default:
 			s.writeError(w, r, errorf(http.StatusConflict, CodeCancelled, "request %s was cancelled", info.ID))
 		}
+	case lockstate.Released:
+		s.writeError(w, r, errorf(http.StatusConflict, string(lockstate.CodeNotHeld),
+			"request %s was granted (token %d) but its session no longer holds it (released, expired or surrendered)", info.ID, info.Token))
 	default:
 		s.writeError(w, r, fmt.Errorf("request %s: unexpected status %q", info.ID, info.Status))
 	}

@@ -87,7 +87,7 @@ func (t *Table) acquire(c *Acquire) Result {
 			if r.s != s {
 				return Result{Err: errorf(CodeInvalid, "request_id %q belongs to another session", c.RequestID)}
 			}
-			return Result{Request: r.info()} // a retry: never enqueue twice
+			return Result{Request: t.requestInfo(r)} // a retry: never enqueue twice
 		}
 	}
 	specs, req, need, err := normalize(c)
@@ -145,7 +145,7 @@ func (t *Table) acquire(c *Acquire) Result {
 			}
 		}
 	}
-	return Result{Request: r.info()}
+	return Result{Request: t.requestInfo(r)}
 }
 
 // checkOrder enforces ordered locking: every name not already held must sort
@@ -296,10 +296,37 @@ func (t *Table) cancel(c *Cancel) Result {
 	if r.status == Pending {
 		t.fail(r, Cancelled, EvCancelled)
 	}
-	return Result{Request: r.info()}
+	return Result{Request: t.requestInfo(r)}
 }
 
-// info returns the public view of r.
+// requestInfo returns the public view of r as of now. A granted request
+// says "granted" only while its session still holds every name it was
+// granted with the token it was granted: after its hold ended (release,
+// hold_ttl, surrender, a deadlock surrender) it says "released", so an
+// idempotent retry or a re-attach is never told it holds a lock that
+// another session may hold now. A later upgrade changes the hold's token
+// and makes it say "released" too: erring on the side that never lets two
+// clients believe they hold conflicting locks.
+func (t *Table) requestInfo(r *request) *RequestInfo {
+	info := r.info()
+	if r.status != Granted {
+		return info
+	}
+	for _, g := range r.granted {
+		n := t.nodes[g.Name]
+		if n == nil {
+			info.Status = Released
+			break
+		}
+		if h := r.s.holds[n]; h == nil || h.token != g.Token {
+			info.Status = Released
+			break
+		}
+	}
+	return info
+}
+
+// info returns the public view of r as recorded.
 func (r *request) info() *RequestInfo {
 	// specs never change and granted is complete once set: share them.
 	return &RequestInfo{

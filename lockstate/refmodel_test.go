@@ -831,7 +831,7 @@ func (m *refTable) acquire(c *Acquire) refResult {
 			if r.sess != s.id {
 				return refResult{err: CodeInvalid}
 			}
-			return refResult{request: r.info()}
+			return refResult{request: m.view(r)}
 		}
 	}
 	// Content checks, in the order the engine reports them.
@@ -914,7 +914,7 @@ func (m *refTable) acquire(c *Acquire) refResult {
 		m.enqueue(r)
 		m.detect(s.id, r)
 	}
-	return refResult{request: r.info()}
+	return refResult{request: m.view(r)}
 }
 
 func (m *refTable) release(c *Release) refResult {
@@ -1006,7 +1006,22 @@ func (m *refTable) cancel(c *Cancel) refResult {
 	if r.status == Pending {
 		m.fail(r, Cancelled, EvCancelled)
 	}
-	return refResult{request: r.info()}
+	return refResult{request: m.view(r)}
+}
+
+// view is what a client is told about r: a granted request whose holds
+// are gone (or whose token changed) reads "released".
+func (m *refTable) view(r *refReq) *RequestInfo {
+	info := r.info()
+	if r.status == Granted {
+		for _, g := range r.granted {
+			if h := m.holdOf(r.sess, g.Name); h == nil || h.token != g.Token {
+				info.Status = Released
+				break
+			}
+		}
+	}
+	return info
 }
 
 func (r *refReq) info() *RequestInfo {

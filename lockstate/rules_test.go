@@ -851,3 +851,34 @@ func TestLoaderHeaderCountsAreCapped(t *testing.T) {
 		t.Fatal("unknown format accepted")
 	}
 }
+
+// A granted request says "granted" only while its session still holds what
+// it was granted: a retry with the same request_id after the hold ended
+// must not tell the client it holds a lock someone else may hold now.
+func TestGrantedRequestViewFollowsTheHold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(d *driver, s SessionID)
+	}{
+		{"hold_ttl expired", func(d *driver, s SessionID) { d.advance(2 * time.Second) }},
+		{"released by name", func(d *driver, s SessionID) { d.release(s, "x") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriver(t)
+			a, b := d.session(), d.session()
+			acq := &Acquire{Session: a, RequestID: "job", Locks: []LockSpec{{Name: "x", Mode: Write}}, HoldTTL: time.Second}
+			if r := d.apply(acq).Request; r.Status != Granted {
+				t.Fatal(r.Status)
+			}
+			tc.end(d, a)
+			d.acquire(b, "x", Write, 0)
+			again := &Acquire{Session: a, RequestID: "job", Locks: []LockSpec{{Name: "x", Mode: Write}}}
+			if r := d.apply(again).Request; r.Status != Released {
+				t.Fatalf("retry after the hold ended: %s, want released", r.Status)
+			}
+			if r, _ := d.tab.Request("job"); r.Status != Released {
+				t.Fatalf("Request view: %s", r.Status)
+			}
+		})
+	}
+}

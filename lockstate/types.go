@@ -61,7 +61,7 @@ const (
 	TimedOut  Status = "timeout"
 	Deadlock  Status = "deadlock"
 	Cancelled Status = "cancelled"
-	Released  Status = "released" // granted, then released by request_id
+	Released  Status = "released" // granted, and no longer held (released, expired, surrendered)
 )
 
 // Limits on what a command may carry. The API checks them before proposing

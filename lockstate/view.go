@@ -165,7 +165,7 @@ func (t *Table) Request(id string) (RequestInfo, bool) {
 	if r == nil {
 		return RequestInfo{}, false
 	}
-	return *r.info(), true
+	return *t.requestInfo(r), true
 }
 
 // Check reports whether token is the token of a current hold on name or on
