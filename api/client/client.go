@@ -1,0 +1,273 @@
+// Package client is the Go client of lockd, a Raft-replicated lock
+// service (see docs/api.md for the HTTP API it speaks).
+//
+// A Client knows a few endpoints, learns the leader from /v1/status and
+// sends every call to it directly. Locks belong to a Session, which the
+// Client keeps alive with keepalives every TTL/3 and reports lost on its
+// Done channel:
+//
+//	c, err := client.New("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
+//	s, err := c.NewSession(ctx, 10*time.Second)
+//	defer s.Close(context.Background())
+//	g, err := s.Lock(ctx, "jobs/backup")
+//	// ... work, passing g.Token to the resources it writes ...
+//	err = s.Unlock(ctx, "jobs/backup")
+//
+// # Retries and failover
+//
+// When a call fails because the node is unreachable or answers
+// 503 no_leader, the client forgets the leader, backs off (exponentially,
+// with jitter, bounded by RetryPolicy), learns the leader again from any
+// endpoint and retries — but only calls that are safe to repeat:
+//
+//   - reads (status, locks, check, sessions, request long-polls),
+//     keepalives, cancels (DELETE /v1/requests/{id}) and session deletes
+//     are repeated freely;
+//   - creating a session is repeated freely too: a duplicate left behind
+//     by a lost answer holds nothing and expires after its TTL;
+//   - an acquire carries a request_id made by the client (crypto/rand),
+//     so the server never queues it twice. When its answer is lost the
+//     client re-attaches with GET /v1/requests/{id}?wait= on any node
+//     instead of proposing again, and re-sends the same acquire only if
+//     the cluster never saw it;
+//   - release (Unlock) and Surrender are not idempotent. They are resent
+//     only when the connection was refused (nothing was sent). After an
+//     unknown outcome Unlock asks the cluster what the session still
+//     holds and resends only if the hold is provably still there;
+//     Surrender returns an error wrapping ErrUnknownOutcome.
+//
+// # Waiting and cancellation
+//
+// Lock, RLock, Acquire and AcquireMulti wait until the grant or until ctx
+// ends. A server caps each wait (60s by default); a request that times out
+// on the server while ctx still allows waiting is replaced by a new one
+// (the old one has ended, so nothing can be granted twice). When ctx ends
+// first, the client cancels the pending request on the server (DELETE
+// /v1/requests/{id}); if the cluster answers that the request was granted
+// meanwhile, the client releases that grant and still returns ctx.Err().
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client talks to a lockd cluster. It is safe for concurrent use.
+type Client struct {
+	hc     *http.Client
+	log    *slog.Logger
+	retry  RetryPolicy
+	scheme string
+
+	mu        sync.Mutex
+	endpoints []string             // base URLs: configured first, then learned members
+	next      int                  // endpoint to try when the leader is unknown
+	leader    string               // base URL of the leader; "" when unknown
+	learned   bool                 // learnLeader ran since the last failure
+	learnedAt time.Time            // when learnLeader last ran
+	down      map[string]time.Time // endpoints avoided until then
+}
+
+// RetryPolicy bounds the retries of calls that are safe to repeat.
+type RetryPolicy struct {
+	// MinBackoff is the pause after the first failure; it doubles per
+	// attempt up to MaxBackoff (with jitter).
+	MinBackoff, MaxBackoff time.Duration
+	// MaxElapsed bounds the retries of one call (the context may end
+	// it sooner); 0 means retry until the context ends.
+	MaxElapsed time.Duration
+	// AttemptTimeout bounds one HTTP attempt, on top of the server-side
+	// wait of a long-poll. A node retries a write internally while it
+	// has no leader, so this should exceed a leader election.
+	AttemptTimeout time.Duration
+	// StatusTimeout bounds one /v1/status while learning the leader.
+	StatusTimeout time.Duration
+}
+
+// DefaultRetryPolicy is the policy of a Client without WithRetryPolicy.
+var DefaultRetryPolicy = RetryPolicy{
+	MinBackoff:     50 * time.Millisecond,
+	MaxBackoff:     2 * time.Second,
+	MaxElapsed:     30 * time.Second,
+	AttemptTimeout: 15 * time.Second,
+	StatusTimeout:  2 * time.Second,
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the HTTP client (default: one with no overall
+// timeout, since long-polls last up to the server's maximum wait).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithLogger sets where the client logs retries and lost sessions
+// (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// WithRetryPolicy replaces DefaultRetryPolicy; zero fields keep their
+// default.
+func WithRetryPolicy(p RetryPolicy) Option {
+	return func(c *Client) {
+		d := DefaultRetryPolicy
+		for _, f := range []struct{ v, def *time.Duration }{
+			{&p.MinBackoff, &d.MinBackoff}, {&p.MaxBackoff, &d.MaxBackoff},
+			{&p.AttemptTimeout, &d.AttemptTimeout}, {&p.StatusTimeout, &d.StatusTimeout},
+		} {
+			if *f.v <= 0 {
+				*f.v = *f.def
+			}
+		}
+		c.retry = p
+	}
+}
+
+// EnvAddr is the environment variable New reads when given no endpoints:
+// comma-separated host:port or http(s)://host:port addresses.
+const EnvAddr = "LOCKD_ADDR"
+
+// New returns a client of the cluster at endpoints (host:port or
+// http(s)://host:port; one node is enough, the others are learned from
+// it). Without endpoints it reads LOCKD_ADDR. New does no I/O: the leader
+// is learned on the first call.
+func New(endpoints ...string) (*Client, error) {
+	return NewWith(endpoints)
+}
+
+// NewWith is New with options; nil or empty endpoints read LOCKD_ADDR.
+func NewWith(endpoints []string, opts ...Option) (*Client, error) {
+	if len(endpoints) == 0 {
+		for _, e := range strings.Split(os.Getenv(EnvAddr), ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				endpoints = append(endpoints, e)
+			}
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("lockd client: no endpoints given and %s is empty", EnvAddr)
+	}
+	c := &Client{
+		hc:    &http.Client{},
+		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		retry: DefaultRetryPolicy,
+		down:  map[string]time.Time{},
+	}
+	for _, e := range endpoints {
+		base, err := normalizeEndpoint(e)
+		if err != nil {
+			return nil, fmt.Errorf("lockd client: %w", err)
+		}
+		scheme, _, _ := strings.Cut(base, "://")
+		if c.scheme == "" {
+			c.scheme = scheme
+		}
+		if !containsStr(c.endpoints, base) {
+			c.endpoints = append(c.endpoints, base)
+		}
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Endpoints returns the base URLs the client knows: the configured ones,
+// then members learned from the cluster.
+func (c *Client) Endpoints() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.endpoints...)
+}
+
+// Leader returns the base URL of the leader as last learned ("" when
+// unknown).
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Status returns /v1/status of the node the client currently talks to
+// (the leader when known).
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var st Status
+	if err := c.do(ctx, call{method: "GET", path: "/v1/status", out: &st}); err != nil {
+		return nil, fmt.Errorf("lockd status: %w", err)
+	}
+	return &st, nil
+}
+
+// Check reports whether token is still the fencing token of a current
+// hold on name (or on an ancestor of name), and the newest such token (0:
+// not held). A resource protected by a lock calls it before acting on a
+// holder's behalf.
+func (c *Client) Check(ctx context.Context, name string, token uint64) (valid bool, current uint64, err error) {
+	var r struct {
+		Valid bool   `json:"valid"`
+		Token uint64 `json:"token"`
+	}
+	q := url.Values{"name": {name}, "token": {strconv.FormatUint(token, 10)}}
+	if err := c.do(ctx, call{method: "GET", path: "/v1/check", query: q, out: &r}); err != nil {
+		return false, 0, fmt.Errorf("lockd check %s token %d: %w", name, token, err)
+	}
+	return r.Valid, r.Token, nil
+}
+
+// GetLock returns one name's holders and waiters; an error matching
+// ErrLockNotFound when nobody holds, waits for or delays it.
+func (c *Client) GetLock(ctx context.Context, name string) (*LockInfo, error) {
+	var l LockInfo
+	if err := c.do(ctx, call{method: "GET", path: "/v1/locks/" + escapeName(name), out: &l}); err != nil {
+		return nil, fmt.Errorf("lockd get lock %s: %w", name, err)
+	}
+	return &l, nil
+}
+
+// Locks returns every name in use under prefix ("" for all), sorted.
+func (c *Client) Locks(ctx context.Context, prefix string) ([]LockInfo, error) {
+	var ls []LockInfo
+	var q url.Values
+	if prefix != "" {
+		q = url.Values{"prefix": {prefix}}
+	}
+	if err := c.do(ctx, call{method: "GET", path: "/v1/locks", query: q, out: &ls}); err != nil {
+		return nil, fmt.Errorf("lockd list locks: %w", err)
+	}
+	return ls, nil
+}
+
+// GetSession returns a session as the cluster sees it; an error matching
+// ErrSessionNotFound when it is gone.
+func (c *Client) GetSession(ctx context.Context, id string) (*SessionInfo, error) {
+	var s SessionInfo
+	if err := c.do(ctx, call{method: "GET", path: "/v1/sessions/" + url.PathEscape(id), out: &s}); err != nil {
+		return nil, fmt.Errorf("lockd get session %s: %w", id, err)
+	}
+	return &s, nil
+}
+
+// escapeName escapes each segment of a lock name for a URL path.
+func escapeName(name string) string {
+	segs := strings.Split(name, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}

@@ -1,0 +1,347 @@
+//go:build linux
+
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// procNode is one lockd process.
+type procNode struct {
+	id, httpAddr, logPath string
+	cmd                   *exec.Cmd
+	exited                chan struct{}
+}
+
+// procCluster is n lockd processes on loopback formed with
+// --bootstrap-expect n.
+type procCluster struct {
+	t     *testing.T
+	nodes []*procNode
+}
+
+// raftTiming is the --raft-timing of the cluster tests: elections of a
+// few hundred ms keep the tests short; LOCKD_CLIENT_RAFT_TIMING overrides.
+func raftTiming() string {
+	if v := os.Getenv("LOCKD_CLIENT_RAFT_TIMING"); v != "" {
+		return v
+	}
+	return "0.5"
+}
+
+func startCluster(t *testing.T, n int) *procCluster {
+	t.Helper()
+	if testing.Short() || lockdBin == "" {
+		t.Skip("real lockd processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	ports := freePorts(t, 3*n)
+	var gossip []string
+	for i := range n {
+		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
+	}
+	c := &procCluster{t: t}
+	t.Cleanup(c.cleanup)
+	for i := range n {
+		nd := &procNode{id: fmt.Sprintf("n%d", i+1), httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[3*i])}
+		nd.logPath = filepath.Join(dir, nd.id+".log")
+		others := slices.Delete(slices.Clone(gossip), i, i+1)
+		args := []string{
+			"--node-id", nd.id, "--data-dir", filepath.Join(dir, nd.id),
+			"--http-addr", nd.httpAddr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
+			"--gossip-addr", gossip[i], "--join", strings.Join(others, ","),
+			"--bootstrap-expect", strconv.Itoa(n), "--raft-timing", raftTiming(),
+		}
+		logf, err := os.Create(nd.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.cmd = exec.Command(lockdBin, args...)
+		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
+		err = startProcess(nd.cmd)
+		logf.Close()
+		if err != nil {
+			t.Fatalf("start %s: %v", nd.id, err)
+		}
+		nd.exited = make(chan struct{})
+		go func(nd *procNode) {
+			_ = nd.cmd.Wait()
+			processExited(nd.cmd)
+			close(nd.exited)
+		}(nd)
+		c.nodes = append(c.nodes, nd)
+	}
+	return c
+}
+
+// kill SIGKILLs a node and waits for it to be gone.
+func (c *procCluster) kill(nd *procNode) {
+	c.t.Helper()
+	_ = nd.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-nd.exited:
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("%s still running 10s after SIGKILL", nd.id)
+	}
+}
+
+func (c *procCluster) cleanup() {
+	for _, nd := range c.nodes {
+		_ = nd.cmd.Process.Signal(syscall.SIGKILL)
+		<-nd.exited
+	}
+	if c.t.Failed() {
+		for _, nd := range c.nodes {
+			c.t.Logf("---- last lines of %s (%s) ----\n%s", nd.id, nd.httpAddr, tail(nd.logPath, 40))
+		}
+	}
+}
+
+func (c *procCluster) addrs() []string {
+	var out []string
+	for _, nd := range c.nodes {
+		out = append(out, nd.httpAddr)
+	}
+	return out
+}
+
+func (c *procCluster) byAddr(base string) *procNode {
+	for _, nd := range c.nodes {
+		if "http://"+nd.httpAddr == base {
+			return nd
+		}
+	}
+	return nil
+}
+
+// waitLeader waits until every node in nodes names the same leader, one
+// of nodes, via a client of each node alone.
+func (c *procCluster) waitLeader(nodes []*procNode, d time.Duration) string {
+	c.t.Helper()
+	var leader string
+	eventually(c.t, d, "one leader agreed on", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, nd := range nodes {
+			cl, _ := client.New(nd.httpAddr)
+			ctx, cancel := context.WithTimeout(c.t.Context(), time.Second)
+			st, err := cl.Status(ctx)
+			cancel()
+			if err != nil {
+				return false, err.Error()
+			}
+			seen[st.Leader.HTTPAddr] = true
+			leader = st.Leader.HTTPAddr
+		}
+		among := slices.ContainsFunc(nodes, func(nd *procNode) bool { return nd.httpAddr == leader })
+		return len(seen) == 1 && among, fmt.Sprint(seen)
+	})
+	return leader
+}
+
+func (c *procCluster) others(except *procNode) []*procNode {
+	var out []*procNode
+	for _, nd := range c.nodes {
+		if nd != except {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		if len(closers) > 20*n {
+			t.Fatalf("could not find %d free ports", n)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		closers = append(closers, u)
+		ports = append(ports, port)
+	}
+	return ports
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// testLogger logs the client's debug lines to t.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// holders returns the sessions holding name and their tokens.
+func holders(ctx context.Context, c *client.Client, name string) ([]client.Holder, error) {
+	l, err := c.GetLock(ctx, name)
+	if err != nil {
+		if errorsIs(err, client.ErrLockNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return l.Holders, nil
+}
+
+// Killing the node the client talks to (the leader) while one session
+// holds a lock and another waits for it: the client fails over, the
+// holder's session survives the election, the waiter's request is
+// re-attached (not re-proposed), and the lock passes exactly once, with
+// a larger token.
+func TestFailoverKillLeaderNoLostOrDoubledLock(t *testing.T) {
+	t.Parallel() // mostly waiting: overlap with the others
+	cl := startCluster(t, 3)
+	cl.waitLeader(cl.nodes, 20*time.Second)
+	c, err := client.NewWith(cl.addrs(), client.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := newSession(t, c, 5*time.Second)
+	waiter := newSession(t, c, 5*time.Second)
+	ctx := ctxFor(t, 40*time.Second)
+	g1, err := holder.Lock(ctx, "jobs/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := goLock(func() (*client.Grant, error) { return waiter.Lock(ctx, "jobs/x") })
+	eventually(t, 5*time.Second, "the waiter queues", func() (bool, string) {
+		ids, err := waiters(ctx, c, "jobs/x")
+		return err == nil && len(ids) == 1, fmt.Sprint(ids, err)
+	})
+
+	inUse := cl.byAddr(c.Leader())
+	if inUse == nil {
+		t.Fatalf("client's leader %q is not a node", c.Leader())
+	}
+	killed := time.Now()
+	cl.kill(inUse)
+	newLeader := cl.waitLeader(cl.others(inUse), 20*time.Second)
+	t.Logf("killed %s; new leader %s after %v", inUse.id, newLeader, time.Since(killed).Round(time.Millisecond))
+
+	// Still exactly one holder, the same one, with the same token.
+	eventually(t, 15*time.Second, "lock readable after failover", func() (bool, string) {
+		hs, err := holders(ctx, c, "jobs/x")
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(hs) != 1 || hs[0].Session != holder.ID() || hs[0].Token != g1.Token {
+			t.Fatalf("holders after failover %+v; want only session %s with token %d", hs, holder.ID(), g1.Token)
+		}
+		return true, ""
+	})
+	if err := holder.Unlock(ctx, "jobs/x"); err != nil {
+		t.Fatalf("unlock after failover: %v", err)
+	}
+	r := recvGrant(t, ch, 20*time.Second, "waiter's Lock across the failover")
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	if r.g.Token <= g1.Token {
+		t.Fatalf("waiter's token %d not after holder's %d", r.g.Token, g1.Token)
+	}
+	hs, err := holders(ctx, c, "jobs/x")
+	if err != nil || len(hs) != 1 || hs[0].Session != waiter.ID() || hs[0].Count != 1 || hs[0].Token != r.g.Token {
+		t.Fatalf("holders at the end %+v, %v; want only the waiter, count 1, token %d", hs, err, r.g.Token)
+	}
+	valid, _, err := c.Check(ctx, "jobs/x", g1.Token)
+	if err != nil || valid {
+		t.Fatalf("old token still valid=%v (%v)", valid, err)
+	}
+	eventually(t, 5*time.Second, "the client talks to the new leader", func() (bool, string) {
+		_, err := c.Status(ctx) // a call lets the client look for the leader again
+		return c.Leader() == "http://"+newLeader, fmt.Sprintf("client leader %q, err %v", c.Leader(), err)
+	})
+	for _, s := range []*client.Session{holder, waiter} {
+		if s.Err() != nil {
+			t.Fatalf("session %s lost across the election: %v", s.ID(), s.Err())
+		}
+	}
+}
+
+// A leader election the session survives does not close Done: the
+// keepalives go to the other nodes meanwhile, for several TTLs after.
+func TestSessionSurvivesLeaderElection(t *testing.T) {
+	t.Parallel() // mostly waiting: overlap with the others
+	cl := startCluster(t, 3)
+	cl.waitLeader(cl.nodes, 20*time.Second)
+	c, err := client.New(cl.addrs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, c, 4*time.Second)
+	ctx := ctxFor(t, 40*time.Second)
+	g, err := s.Lock(ctx, "jobs/y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse := cl.byAddr(c.Leader())
+	cl.kill(inUse)
+	cl.waitLeader(cl.others(inUse), 20*time.Second)
+	select {
+	case <-s.Done():
+		t.Fatalf("Done closed by an election the session survives: %v", s.Err())
+	case <-time.After(3 * s.TTL() / 2):
+	}
+	info, err := c.GetSession(ctx, s.ID())
+	if err != nil || len(info.Held) != 1 || info.Held[0].Token != g.Token {
+		t.Fatalf("session after the election: %+v, %v", info, err)
+	}
+	if valid, _, err := c.Check(ctx, "jobs/y", g.Token); err != nil || !valid {
+		t.Fatalf("token after the election: valid=%v, %v", valid, err)
+	}
+	if l := c.Leader(); l == "" || l == "http://"+inUse.httpAddr {
+		t.Fatalf("client's leader %q after the failover", l)
+	}
+}

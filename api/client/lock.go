@@ -1,0 +1,350 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// maxWait is the wait asked of the server when ctx has no deadline: the
+// API's upper bound; the server caps it at its own maximum long-poll.
+const maxWait = 24 * time.Hour
+
+// minRetryWait is the least time left before ctx's deadline for which a
+// request that timed out on the server is replaced by a new one.
+const minRetryWait = 100 * time.Millisecond
+
+// cleanupTimeout bounds the cancel (and release) a cancelled acquire
+// sends after its ctx ended.
+const cleanupTimeout = 10 * time.Second
+
+// Lock acquires name exclusively, waiting until it is granted or ctx
+// ends (see the package documentation for what happens then).
+func (s *Session) Lock(ctx context.Context, name string) (*Grant, error) {
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, false)
+}
+
+// RLock acquires name shared with other readers.
+func (s *Session) RLock(ctx context.Context, name string) (*Grant, error) {
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, false)
+}
+
+// TryLock acquires name exclusively only if it is free right now; else it
+// returns an error matching ErrLocked (and ErrTimeout), whose message
+// names the holders.
+func (s *Session) TryLock(ctx context.Context, name string) (*Grant, error) {
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, true)
+}
+
+// Acquire takes weight permits of the semaphore name of limit permits
+// (every user of the name must agree on limit: else ErrLimitMismatch).
+func (s *Session) Acquire(ctx context.Context, name string, weight, limit int) (*Grant, error) {
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, false)
+}
+
+// AcquireMulti acquires several locks atomically: all of them, any one,
+// or a majority, as require says (never a useless subset). The Grant
+// lists what was granted.
+func (s *Session) AcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
+	return s.acquire(ctx, locks, require, false)
+}
+
+// TryAcquireMulti is AcquireMulti without waiting.
+func (s *Session) TryAcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
+	return s.acquire(ctx, locks, require, true)
+}
+
+// Unlock releases one hold of name (a reentrant hold counts down by one).
+// ErrNotHeld when the session does not hold it.
+func (s *Session) Unlock(ctx context.Context, name string) error {
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("lockd unlock %s: %w", name, err)
+	}
+	body := releaseBody{Session: s.id, Name: name}
+	for {
+		err := s.c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &releaseAnswer{}, retry: retryUnsent})
+		if err == nil {
+			s.released(name)
+			return nil
+		}
+		if !errors.Is(err, ErrUnknownOutcome) {
+			s.noteLost(err)
+			return fmt.Errorf("lockd unlock %s: %w", name, err)
+		}
+		// The release was sent but its answer lost. Resending could
+		// count a reentrant hold down twice: look first.
+		done, cerr := s.releaseApplied(ctx, name)
+		if cerr != nil {
+			return fmt.Errorf("lockd unlock %s: %w (checking the session: %w)", name, err, cerr)
+		}
+		if done {
+			s.released(name)
+			return nil
+		}
+	}
+}
+
+// releaseApplied reports whether a release of name whose outcome is
+// unknown took effect, comparing the cluster's hold count with this
+// client's. It errs when it cannot tell.
+func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error) {
+	info, err := s.c.GetSession(ctx, s.id)
+	if err != nil {
+		s.noteLost(err)
+		return false, err
+	}
+	onServer := 0
+	for _, h := range info.Held {
+		if h.Name == name {
+			onServer = h.Count
+		}
+	}
+	mine := s.heldCount(name)
+	switch {
+	case onServer == 0:
+		return true, nil
+	case mine > 0 && onServer < mine:
+		return true, nil
+	case mine > 0 && onServer == mine:
+		return false, nil // not applied: resend
+	default:
+		return false, fmt.Errorf("%w: %q is held %d time(s), this client counted %d", ErrUnknownOutcome, name, onServer, mine)
+	}
+}
+
+// Release releases one hold of every lock g granted.
+func (s *Session) Release(ctx context.Context, g *Grant) error {
+	var ans releaseAnswer
+	err := s.c.do(ctx, call{method: "POST", path: "/v1/release",
+		body: releaseBody{Session: s.id, RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
+	if err != nil {
+		s.noteLost(err)
+		return fmt.Errorf("lockd release request %s: %w", g.RequestID, err)
+	}
+	s.released(g.Names()...)
+	return nil
+}
+
+// Surrender hands a held lock to the sessions waiting for it; this session
+// queues again behind them and gets it back, with a new token, when they
+// are done. It reports whether anyone was waiting (false: "kept").
+func (s *Session) Surrender(ctx context.Context, name string) (surrendered bool, err error) {
+	var ans struct {
+		Status string `json:"status"`
+	}
+	err = s.c.do(ctx, call{method: "POST", path: "/v1/surrender", body: releaseBody{Session: s.id, Name: name},
+		out: &ans, retry: retryUnsent})
+	if err != nil {
+		s.noteLost(err)
+		return false, fmt.Errorf("lockd surrender %s: %w", name, err)
+	}
+	if ans.Status == "surrendered" {
+		s.forget(name) // the re-grant comes without this client asking
+	}
+	return ans.Status == "surrendered", nil
+}
+
+// noteLost ends the session when a call says it is gone.
+func (s *Session) noteLost(err error) {
+	if errors.Is(err, ErrSessionNotFound) {
+		s.end(fmt.Errorf("lockd session %s: %w", s.id, err))
+	}
+}
+
+// acquire runs acquires until one is granted, fails for good, or ctx
+// ends. try asks for wait 0.
+func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, try bool) (*Grant, error) {
+	what := locks[0].Name
+	if len(locks) > 1 {
+		what = fmt.Sprintf("%s (+%d more)", what, len(locks)-1)
+	}
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("lockd acquire %s: %w", what, err)
+	}
+	for {
+		wait := time.Duration(0)
+		if !try {
+			wait = waitFor(ctx)
+		}
+		body := acquireBody{Session: s.id, RequestID: newRequestID(), Locks: locks, Require: require, Wait: Duration(wait)}
+		g, err := s.request(ctx, body)
+		if err == nil {
+			s.granted(g)
+			return g, nil
+		}
+		s.noteLost(err)
+		// The server's wait is capped below ours: the request ended, so a
+		// new one (new id) cannot double-acquire. Keep going while ctx
+		// allows.
+		if !try && errors.Is(err, ErrTimeout) && ctx.Err() == nil && waitFor(ctx) > minRetryWait {
+			continue
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return nil, fmt.Errorf("lockd acquire %s: %w", what, err)
+	}
+}
+
+// waitFor is the wait to ask for: until ctx's deadline, or the maximum.
+func waitFor(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return maxWait
+	}
+	return max(time.Until(d), 0)
+}
+
+// postResult is the outcome of one POST /v1/acquire.
+type postResult struct {
+	st  requestState
+	err error
+}
+
+// request sees one request (one request_id) to its end: it posts it
+// once, re-attaches by id when the answer is lost, and cancels it on the
+// server when ctx ends.
+func (s *Session) request(ctx context.Context, body acquireBody) (*Grant, error) {
+	id := body.RequestID
+	for {
+		// The POST runs detached from ctx: when ctx ends, the cancel
+		// below makes the server answer it, and that answer (granted or
+		// cancelled) is what tells whether the lock is held.
+		pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+		results := make(chan postResult, 1)
+		go func() {
+			var r postResult
+			r.err = s.c.do(pctx, call{method: "POST", path: "/v1/acquire", body: body, out: &r.st,
+				retry: retryNever, wait: time.Duration(body.Wait)})
+			results <- r
+		}()
+		var r postResult
+		select {
+		case r = <-results:
+			pcancel()
+		case <-ctx.Done():
+			err := s.cancel(ctx, id, results)
+			pcancel()
+			return nil, err
+		}
+		if r.err == nil {
+			return r.st.grant(), nil
+		}
+		if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+			return nil, r.err // a definite answer
+		}
+		// Unknown outcome (node gone, no leader): find the request
+		// wherever the cluster is now.
+		g, err := s.reattach(ctx, id, time.Duration(body.Wait))
+		if errors.Is(err, ErrRequestNotFound) {
+			// The cluster never saw it: send the same request again (same
+			// id, so a late first copy cannot double it).
+			continue
+		}
+		return g, err
+	}
+}
+
+// reattach long-polls GET /v1/requests/{id} until the request ends or
+// ctx does.
+func (s *Session) reattach(ctx context.Context, id string, wait time.Duration) (*Grant, error) {
+	for {
+		poll := min(wait, waitFor(ctx))
+		q := url.Values{"wait": {poll.String()}}
+		var st requestState
+		err := s.c.do(ctx, call{method: "GET", path: "/v1/requests/" + url.PathEscape(id), query: q, out: &st, wait: poll})
+		switch {
+		case ctx.Err() != nil:
+			return nil, s.cancel(ctx, id, nil)
+		case err != nil:
+			return nil, err
+		}
+		if g, err, final := outcome(&st); final {
+			return g, err
+		}
+		if wait == 0 {
+			// A try (wait 0) cannot stay pending; a pending answer means
+			// the read raced the proposal: ask again.
+			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+				return nil, s.cancel(ctx, id, nil)
+			}
+		}
+	}
+}
+
+// outcome turns a request's state into a grant or an error; final is
+// false while it is pending.
+func outcome(st *requestState) (g *Grant, err error, final bool) {
+	switch st.Status {
+	case "pending":
+		return nil, nil, false
+	case "granted":
+		return st.grant(), nil, true
+	default: // timeout, deadlock, cancelled: the codes match the statuses
+		return nil, &Error{Code: st.Status, Message: fmt.Sprintf("request %s ended %s", st.RequestID, st.Status)}, true
+	}
+}
+
+// cancel withdraws request id after ctx ended and returns ctx's error.
+// If the cluster says it was granted meanwhile, the grant is released
+// first: the caller never learns of it, so nobody else would. posted,
+// when not nil, carries the answer of the POST still in flight, which
+// ends once the cancel is applied; until then a request_not_found from
+// the cancel only means the acquire has not been applied yet.
+func (s *Session) cancel(ctx context.Context, id string, posted <-chan postResult) error {
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer ccancel()
+	cause := ctx.Err()
+	for {
+		var st requestState
+		q := url.Values{"session": {s.id}}
+		err := s.c.do(cctx, call{method: "DELETE", path: "/v1/requests/" + url.PathEscape(id), query: q, out: &st})
+		switch {
+		case err == nil && st.Status == "granted":
+			return s.releaseLate(cctx, cause, st.grant())
+		case err == nil:
+			return cause // cancelled, or ended otherwise: nothing is held
+		case errors.Is(err, ErrSessionNotFound):
+			s.noteLost(err)
+			return cause
+		case !errors.Is(err, ErrRequestNotFound):
+			return errors.Join(cause, fmt.Errorf("cancelling request %s: %w", id, err))
+		case posted == nil:
+			return cause // it existed and is forgotten: it ended long ago
+		}
+		// Not applied yet: wait a little for the POST to answer.
+		select {
+		case r := <-posted:
+			if r.err == nil {
+				return s.releaseLate(cctx, cause, r.st.grant())
+			}
+			if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+				return cause
+			}
+			posted = nil // unknown: one more cancel decides
+			if err := sleep(cctx, 50*time.Millisecond); err != nil {
+				return errors.Join(cause, fmt.Errorf("cancelling request %s: %w", id, err))
+			}
+		case <-time.After(50 * time.Millisecond):
+		case <-cctx.Done():
+			return errors.Join(cause, fmt.Errorf("cancelling request %s: %w", id, cctx.Err()))
+		}
+	}
+}
+
+// releaseLate releases a grant that came after its ctx ended.
+func (s *Session) releaseLate(ctx context.Context, cause error, g *Grant) error {
+	s.granted(g)
+	if err := s.Release(ctx, g); err != nil {
+		return errors.Join(cause, fmt.Errorf("releasing late grant %s: %w", g.RequestID, err))
+	}
+	return cause
+}
+
+// newRequestID returns a fresh idempotency key: "c-" and 26 base32
+// characters of crypto/rand (128 bits), so ids from different clients
+// never collide.
+func newRequestID() string { return "c-" + rand.Text() }

@@ -1,0 +1,185 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/client"
+)
+
+func TestTryLockHeld(t *testing.T) {
+	_, c := devFixture(t, nil)
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	if _, err := a.Lock(ctxFor(t, 5*time.Second), "try/x"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := b.TryLock(ctxFor(t, 5*time.Second), "try/x")
+	if !errors.Is(err, client.ErrLocked) || !errors.Is(err, client.ErrTimeout) {
+		t.Fatalf("TryLock of a held lock: %v, want ErrLocked/ErrTimeout", err)
+	}
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.HTTPStatus != 409 {
+		t.Fatalf("TryLock error %#v: want *client.Error with HTTP 409", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("TryLock took %v", d)
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), "try/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctxFor(t, 5*time.Second), "try/x"); err != nil {
+		t.Fatalf("TryLock of a free lock: %v", err)
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), "try/x"); !errors.Is(err, client.ErrNotHeld) {
+		t.Fatalf("Unlock of a lock held by another session: %v, want ErrNotHeld", err)
+	}
+}
+
+// Cancelling ctx while waiting cancels the request on the server.
+func TestCancelRemovesWaiter(t *testing.T) {
+	_, c := devFixture(t, nil)
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	if _, err := a.Lock(ctxFor(t, 5*time.Second), "cancel/x"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := goLock(func() (*client.Grant, error) { return b.Lock(ctx, "cancel/x") })
+	eventually(t, 5*time.Second, "b waits", func() (bool, string) {
+		ids, err := waiters(ctxFor(t, 5*time.Second), c, "cancel/x")
+		return err == nil && len(ids) == 1, errString(err)
+	})
+	cancel()
+	r := recvGrant(t, ch, 10*time.Second, "cancelled Lock")
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled Lock: %v, %v; want context.Canceled", r.g, r.err)
+	}
+	ids, err := waiters(ctxFor(t, 5*time.Second), c, "cancel/x")
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("waiters after cancel: %v, %v; want none", ids, err)
+	}
+	info, err := c.GetSession(ctxFor(t, 5*time.Second), b.ID())
+	if err != nil || len(info.Pending) != 0 || len(info.Held) != 0 {
+		t.Fatalf("session b after cancel: %+v, %v; want nothing pending or held", info, err)
+	}
+}
+
+// A semaphore of limit 2 admits exactly two holders.
+func TestSemaphoreLimit2(t *testing.T) {
+	_, c := devFixture(t, nil)
+	var ss []*client.Session
+	for range 3 {
+		ss = append(ss, newSession(t, c, 10*time.Second))
+	}
+	var tokens []uint64
+	for _, s := range ss[:2] {
+		g, err := s.Acquire(ctxFor(t, 5*time.Second), "sem/x", 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, g.Token)
+	}
+	_, err := ss[2].Acquire(ctxFor(t, 500*time.Millisecond), "sem/x", 1, 2)
+	if err == nil {
+		t.Fatal("third permit of a semaphore of 2 granted")
+	}
+	l, err := c.GetLock(ctxFor(t, 5*time.Second), "sem/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Holders) != 2 || l.Limit != 2 || len(l.Waiters) != 0 {
+		t.Fatalf("semaphore %+v: want 2 holders, limit 2, no waiters", l)
+	}
+	if _, err := ss[2].Acquire(ctxFor(t, 5*time.Second), "sem/x", 1, 3); !errors.Is(err, client.ErrLimitMismatch) {
+		t.Fatalf("other limit: %v, want ErrLimitMismatch", err)
+	}
+	// A freed permit goes to the waiter.
+	ch := goLock(func() (*client.Grant, error) { return ss[2].Acquire(ctxFor(t, 10*time.Second), "sem/x", 1, 2) })
+	if err := ss[0].Unlock(ctxFor(t, 5*time.Second), "sem/x"); err != nil {
+		t.Fatal(err)
+	}
+	r := recvGrant(t, ch, 10*time.Second, "third acquire")
+	if r.err != nil || r.g.Token <= max(tokens[0], tokens[1]) {
+		t.Fatalf("third acquire after a release: %+v, %v", r.g, r.err)
+	}
+}
+
+// A wait longer than the server's maximum long-poll goes on with new
+// requests until ctx allows no more.
+func TestWaitBeyondServerMaxWait(t *testing.T) {
+	t.Parallel() // mostly waiting: overlap with the others
+	_, c := devFixture(t, func(cfg *api.Config) { cfg.MaxWait = 500 * time.Millisecond })
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	ga, err := a.Lock(ctxFor(t, 5*time.Second), "long/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := goLock(func() (*client.Grant, error) { return b.Lock(ctxFor(t, 20*time.Second), "long/x") })
+	time.Sleep(1500 * time.Millisecond) // three server waits
+	select {
+	case r := <-ch:
+		t.Fatalf("Lock returned while the lock was held: %+v, %v", r.g, r.err)
+	default:
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), "long/x"); err != nil {
+		t.Fatal(err)
+	}
+	r := recvGrant(t, ch, 10*time.Second, "long Lock")
+	if r.err != nil || r.g.Token <= ga.Token {
+		t.Fatalf("long Lock: %+v, %v (a's token %d)", r.g, r.err, ga.Token)
+	}
+	// With a deadline, it ends with the timeout once the deadline passes.
+	start := time.Now()
+	_, err = a.Lock(ctxFor(t, 1200*time.Millisecond), "long/x")
+	if !errors.Is(err, client.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with a deadline: %v", err)
+	}
+	if d := time.Since(start); d < time.Second || d > 5*time.Second {
+		t.Fatalf("Lock with a 1.2s deadline returned after %v", d)
+	}
+	if ids, err := waiters(ctxFor(t, 5*time.Second), c, "long/x"); err != nil || len(ids) != 0 {
+		t.Fatalf("waiters after the deadline: %v, %v", ids, err)
+	}
+}
+
+// Reentrant holds, RLock sharing, multi-lock any, surrender.
+func TestReadSharedMultiSurrender(t *testing.T) {
+	_, c := devFixture(t, nil)
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	ctx := ctxFor(t, 20*time.Second)
+	if _, err := a.RLock(ctx, "rw/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RLock(ctx, "rw/x"); err != nil {
+		t.Fatalf("second reader: %v", err)
+	}
+	g, err := b.TryAcquireMulti(ctx, []client.LockSpec{{Name: "rw/x"}, {Name: "rw/y"}}, client.RequireAny)
+	if err != nil || len(g.Locks) != 1 || g.Locks[0].Name != "rw/y" {
+		t.Fatalf("any of rw/x (read-held by a) and rw/y: %+v, %v", g, err)
+	}
+	// b waits for rw/y's writer... a asks for rw/y; b surrenders it.
+	ch := goLock(func() (*client.Grant, error) { return a.Lock(ctx, "rw/y") })
+	eventually(t, 5*time.Second, "a waits for rw/y", func() (bool, string) {
+		ids, err := waiters(ctx, c, "rw/y")
+		return err == nil && len(ids) == 1, errString(err)
+	})
+	surrendered, err := b.Surrender(ctx, "rw/y")
+	if err != nil || !surrendered {
+		t.Fatalf("surrender: %v, %v", surrendered, err)
+	}
+	if r := recvGrant(t, ch, 10*time.Second, "a's lock after surrender"); r.err != nil || r.g.Token <= g.Token {
+		t.Fatalf("a after surrender: %+v, %v", r.g, r.err)
+	}
+	valid, cur, err := c.Check(ctx, "rw/y", g.Token)
+	if err != nil || valid || cur <= g.Token {
+		t.Fatalf("check of b's old token: valid=%v current=%d err=%v", valid, cur, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.State != "leader" {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+}

@@ -1,0 +1,313 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// retryClass says when a call may be sent again after a failure.
+type retryClass int
+
+const (
+	// retrySafe: sending the call twice has the effect of sending it once
+	// (reads, keepalives, acquires with a request_id, cancels, session
+	// deletes), so it is retried on any transport error and on 503.
+	retrySafe retryClass = iota
+	// retryUnsent: a second copy could act twice (a release counts a
+	// reentrant hold down again; a surrender re-queues). It is retried
+	// only when the request provably never reached a server (the dial
+	// failed); otherwise the error wraps ErrUnknownOutcome.
+	retryUnsent
+	// retryNever: one attempt; the caller handles every failure (the
+	// first POST of an acquire, which re-attaches by request id instead).
+	retryNever
+)
+
+// call is one API call.
+type call struct {
+	method, path string
+	query        url.Values
+	body         any
+	out          any
+	retry        retryClass
+	// wait is how long the server may legitimately hold the call (a
+	// long-poll); it extends the per-attempt timeout.
+	wait time.Duration
+}
+
+// do sends c to the leader (or, while the leader is unknown, to the next
+// endpoint), failing over and backing off according to the call's retry
+// class and the client's RetryPolicy.
+func (cl *Client) do(ctx context.Context, c call) error {
+	start := time.Now()
+	var last error
+	for attempt := 0; ; attempt++ {
+		cl.ensureLeader(ctx)
+		target := cl.target()
+		err := cl.send(ctx, target, c)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		var ae *Error
+		isAPI := errors.As(err, &ae)
+		if isAPI && ae.Code != CodeNoLeader {
+			return err // a definite answer
+		}
+		// The node failed us (down, unreachable, or without a leader):
+		// forget it as the leader and move on to another endpoint.
+		cl.failed(target)
+		last = err
+		retry := c.retry == retrySafe || (c.retry == retryUnsent && !isAPI && isDialError(err))
+		if !retry {
+			if c.retry == retryUnsent {
+				return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+			}
+			return err
+		}
+		if cl.retry.MaxElapsed > 0 && time.Since(start) >= cl.retry.MaxElapsed {
+			return fmt.Errorf("giving up after %d attempts in %v: %w", attempt+1,
+				time.Since(start).Round(time.Millisecond), last)
+		}
+		cl.log.Debug("lockd client: retrying", "method", c.method, "path", c.path, "node", target,
+			"attempt", attempt+1, "err", err)
+		if err := sleep(ctx, cl.backoff(attempt)); err != nil {
+			return last
+		}
+	}
+}
+
+// send makes one attempt of c against base ("http://host:port").
+func (cl *Client) send(ctx context.Context, base string, c call) error {
+	actx, cancel := context.WithTimeout(ctx, cl.retry.AttemptTimeout+c.wait)
+	defer cancel()
+	var body io.Reader
+	if c.body != nil {
+		b, err := json.Marshal(c.body)
+		if err != nil {
+			return fmt.Errorf("%s %s: encoding request: %w", c.method, c.path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := base + c.path
+	if len(c.query) > 0 {
+		u += "?" + c.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(actx, c.method, u, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", c.method, c.path, err)
+	}
+	if c.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := cl.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s on %s: %w", c.method, c.path, base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s on %s: reading answer: %w", c.method, c.path, base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, b)
+	}
+	if c.out != nil {
+		if err := json.Unmarshal(b, c.out); err != nil {
+			return fmt.Errorf("%s %s on %s: decoding %.200q: %w", c.method, c.path, base, b, err)
+		}
+	}
+	return nil
+}
+
+// decodeError turns a non-2xx answer into an *Error. A gateway error
+// without a lockd body (a proxy in front of a dead node) counts as
+// no_leader so that it is retried like one.
+func decodeError(status int, b []byte) error {
+	var eb struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status}
+	}
+	code := CodeInternal
+	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
+		code = CodeNoLeader
+	}
+	return &Error{Code: code, Message: fmt.Sprintf("HTTP %d without a lockd error body: %.200q", status, b),
+		HTTPStatus: status}
+}
+
+// isDialError reports whether err happened before the request was sent.
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// backoff is the pause before retry attempt+1: exponential from
+// MinBackoff, capped at MaxBackoff, with up to 50% jitter so that many
+// clients failing over together spread out.
+func (cl *Client) backoff(attempt int) time.Duration {
+	d := cl.retry.MinBackoff << min(attempt, 16)
+	if d <= 0 || d > cl.retry.MaxBackoff {
+		d = cl.retry.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ---- leader tracking -------------------------------------------------
+
+// suspectFor is how long an endpoint that failed a call is avoided, and
+// not believed when other nodes still name it leader (they do until
+// their own election timeout passes).
+const suspectFor = 2 * time.Second
+
+// target returns where the next call goes: the leader when known, else
+// the next endpoint that has not failed recently.
+func (cl *Client) target() string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.leader != "" {
+		return cl.leader
+	}
+	now := time.Now()
+	for i := range cl.endpoints {
+		e := cl.endpoints[(cl.next+i)%len(cl.endpoints)]
+		if now.After(cl.down[e]) {
+			return e
+		}
+	}
+	return cl.endpoints[cl.next%len(cl.endpoints)]
+}
+
+// failed notes that base did not serve a call.
+func (cl *Client) failed(base string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.leader == base {
+		cl.leader = ""
+	}
+	cl.learned = false // the next call learns the leader again
+	cl.down[base] = time.Now().Add(suspectFor)
+	for i, e := range cl.endpoints {
+		if e == base {
+			cl.next = i + 1
+			return
+		}
+	}
+	cl.next++
+}
+
+// relearnEvery is how often calls look for the leader again while it is
+// unknown (during and just after an election).
+const relearnEvery = 500 * time.Millisecond
+
+// ensureLeader learns the leader before the first call, after a call
+// failed, and now and then while the leader is unknown.
+func (cl *Client) ensureLeader(ctx context.Context) {
+	cl.mu.Lock()
+	need := !cl.learned || (cl.leader == "" && time.Since(cl.learnedAt) > relearnEvery)
+	cl.mu.Unlock()
+	if need {
+		cl.learnLeader(ctx)
+	}
+}
+
+// learnLeader asks the endpoints, starting with the next one, for
+// /v1/status and remembers the first leader named (and every member's
+// address, as more endpoints to fail over to). It gives up quietly:
+// calls then go to the endpoints in turn, which forward to the leader.
+func (cl *Client) learnLeader(ctx context.Context) {
+	cl.mu.Lock()
+	eps := append([]string(nil), cl.endpoints...)
+	first := cl.next
+	cl.learned, cl.learnedAt = true, time.Now()
+	cl.mu.Unlock()
+	for i := range eps {
+		base := eps[(first+i)%len(eps)]
+		sctx, cancel := context.WithTimeout(ctx, cl.retry.StatusTimeout)
+		var st Status
+		err := cl.send(sctx, base, call{method: "GET", path: "/v1/status", out: &st})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		cl.mu.Lock()
+		for _, m := range st.Members {
+			cl.addEndpointLocked(m.HTTPAddr)
+		}
+		if lb := cl.baseURL(st.Leader.HTTPAddr); st.Leader.HTTPAddr != "" && time.Now().After(cl.down[lb]) {
+			cl.leader = lb
+			cl.addEndpointLocked(st.Leader.HTTPAddr)
+			cl.mu.Unlock()
+			cl.log.Debug("lockd client: leader learned", "leader", st.Leader.ID, "addr", st.Leader.HTTPAddr, "via", base)
+			return
+		}
+		cl.mu.Unlock()
+	}
+}
+
+// addEndpointLocked adds a host:port learned from the cluster.
+func (cl *Client) addEndpointLocked(hostport string) {
+	if hostport == "" {
+		return
+	}
+	base := cl.baseURL(hostport)
+	for _, e := range cl.endpoints {
+		if e == base {
+			return
+		}
+	}
+	cl.endpoints = append(cl.endpoints, base)
+}
+
+// baseURL turns a host:port the cluster reports into a base URL with the
+// scheme of the configured endpoints.
+func (cl *Client) baseURL(hostport string) string {
+	return cl.scheme + "://" + hostport
+}
+
+// normalizeEndpoint accepts "host:port" or "http(s)://host:port[/]".
+func normalizeEndpoint(ep string) (string, error) {
+	ep = strings.TrimSpace(ep)
+	if ep == "" {
+		return "", errors.New("empty endpoint")
+	}
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: %w", ep, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("endpoint %q: want host:port or http(s)://host:port", ep)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
