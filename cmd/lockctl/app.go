@@ -1,0 +1,187 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// Exit codes; the table is in the package documentation and in usage.
+const (
+	exitOK          = 0
+	exitFalse       = 1  // a negative answer: check invalid, get not found
+	exitUsage       = 64 // EX_USAGE
+	exitDataErr     = 65 // EX_DATAERR: the server refused the request
+	exitUnavailable = 69 // EX_UNAVAILABLE: unreachable or no leader
+	exitInternal    = 70 // EX_SOFTWARE
+	exitNotAcquired = 73 // lock not had within --wait
+	exitSessionLost = 74 // session lost while the command ran
+	exitCannotExec  = 126
+	exitNotFound    = 127
+	exitSignalBase  = 128
+)
+
+const defaultAddr = "127.0.0.1:7001"
+
+const usage = `lockctl — run jobs under lockd locks and inspect a lockd cluster
+
+Usage:
+  lockctl lock [--read] [--wait D] [--limit N] [--ttl D] [--grace D] NAME -- COMMAND [ARGS...]
+  lockctl status [--json]
+  lockctl locks [--prefix P] [--json]
+  lockctl get [--json] NAME
+  lockctl check [--json] NAME TOKEN
+
+Every command takes --addr (default $LOCKD_ADDR, else ` + defaultAddr + `).
+Run "lockctl COMMAND --help" for a command's flags.
+
+Exit codes:
+  0       success (lock: the command exited 0)
+  1       check: token not valid; get: nobody holds or waits for NAME
+  1-125   lock: the command's own exit code
+  64      usage error
+  65      the server refused the request as invalid (e.g. a --limit mismatch)
+  69      unavailable: no node reachable, or no leader
+  70      internal error
+  73      lock: not acquired within --wait (the holders are named)
+  74      lock: session lost while the command ran (the command was stopped)
+  126     lock: the command could not be started
+  127     lock: the command was not found
+  128+N   lock: the command was killed by signal N (or lockctl was, before it started)
+`
+
+// env holds what every subcommand needs: where to write and how to reach
+// the cluster.
+type env struct {
+	stdout, stderr io.Writer
+	addr           string
+	json           bool
+}
+
+// command is one subcommand: it parses its own flags and returns an exit code.
+type command func(e *env, args []string) int
+
+var commands = map[string]command{
+	"lock":   runLock,
+	"status": runStatus,
+	"locks":  runLocks,
+	"get":    runGet,
+	"check":  runCheck,
+}
+
+// run is lockctl without the process around it, so that it can be tested.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "lockctl: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return cmd(&env{stdout: stdout, stderr: stderr}, args[1:])
+}
+
+// flags returns a FlagSet for a subcommand with the flags every command
+// shares; withJSON adds --json.
+func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: lockctl %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+		fmt.Fprint(e.stderr, "\nExit codes: see \"lockctl --help\".\n")
+	}
+	addr := os.Getenv(client.EnvAddr)
+	if addr == "" {
+		addr = defaultAddr
+	}
+	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
+	if withJSON {
+		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
+	}
+	return fs
+}
+
+// parse parses args into fs; ok is false with the exit code to return
+// (0 for --help).
+func (e *env) parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// usageErr reports a usage error of fs and returns exitUsage.
+func (e *env) usageErr(fs *flag.FlagSet, format string, a ...any) int {
+	fmt.Fprintf(e.stderr, "lockctl %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	fs.Usage()
+	return exitUsage
+}
+
+// client returns a client of --addr.
+func (e *env) client() (*client.Client, error) {
+	var eps []string
+	for _, a := range strings.Split(e.addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			eps = append(eps, a)
+		}
+	}
+	return client.NewWith(eps)
+}
+
+// fail prints err as the failure of cmd and returns the exit code its cause
+// calls for.
+func (e *env) fail(cmd string, err error) int {
+	code := exitCode(err)
+	fmt.Fprintf(e.stderr, "lockctl %s: %s: %v\n", cmd, cause(code), err)
+	return code
+}
+
+// exitCode maps an error of the client to an exit code.
+func exitCode(err error) int {
+	var nerr net.Error
+	var uerr *url.Error
+	switch {
+	case errors.Is(err, client.ErrNoLeader), errors.As(err, &uerr), errors.As(err, &nerr):
+		return exitUnavailable
+	case errors.Is(err, client.ErrTimeout):
+		return exitNotAcquired
+	case errors.Is(err, client.ErrSessionNotFound), errors.Is(err, client.ErrKeepaliveExpired):
+		return exitSessionLost
+	case errors.Is(err, client.ErrInvalidRequest), errors.Is(err, client.ErrLimitMismatch):
+		return exitDataErr
+	}
+	return exitInternal
+}
+
+// cause names the class of failure an exit code stands for.
+func cause(code int) string {
+	switch code {
+	case exitUnavailable:
+		return "cluster unavailable"
+	case exitNotAcquired:
+		return "not acquired"
+	case exitSessionLost:
+		return "session lost"
+	case exitDataErr:
+		return "request refused"
+	}
+	return "error"
+}

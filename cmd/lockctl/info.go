@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// infoTimeout bounds the read-only commands, retries included.
+const infoTimeout = 15 * time.Second
+
+// query runs f with a client of --addr and a bounded context.
+func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) int) int {
+	c, err := e.client()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lockctl %s: --addr: %v\n", cmd, err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)
+	defer cancel()
+	return f(ctx, c)
+}
+
+// printJSON writes v indented to w.
+func printJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return exitInternal
+	}
+	return exitOK
+}
+
+// table returns a tabwriter for aligned columns on w.
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// orDash shows an empty field as "-" so that columns stay aligned.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runStatus(e *env, args []string) int {
+	fs := e.flags("status", "status [--json]", true)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
+	}
+	return e.query("status", func(ctx context.Context, c *client.Client) int {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return e.fail("status", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, st)
+		}
+		w := table(e.stdout)
+		fmt.Fprintf(w, "Node:\t%s (%s)\n", st.NodeID, st.State)
+		leader := "none"
+		if st.Leader.ID != "" {
+			leader = fmt.Sprintf("%s (%s)", st.Leader.ID, st.Leader.HTTPAddr)
+		}
+		fmt.Fprintf(w, "Leader:\t%s\n", leader)
+		fmt.Fprintf(w, "Term:\t%d\n", st.Term)
+		fmt.Fprintf(w, "Commit index:\t%d\n", st.CommitIndex)
+		fmt.Fprintf(w, "Applied index:\t%d\n", st.AppliedIndex)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "ID\tHTTP\tRAFT\tVOTER\tSTATUS\tLEADER")
+		for _, m := range st.Members {
+			lead := ""
+			if m.ID == st.Leader.ID {
+				lead = "*"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\n", m.ID, orDash(m.HTTPAddr), orDash(m.RaftAddr), m.Voter, orDash(m.Status), lead)
+		}
+		w.Flush()
+		if st.Leader.ID == "" {
+			// Answered, but the cluster cannot serve locks right now.
+			return exitUnavailable
+		}
+		return exitOK
+	})
+}
+
+func runLocks(e *env, args []string) int {
+	fs := e.flags("locks", "locks [--prefix P] [--json]", true)
+	prefix := fs.String("prefix", "", "only names starting with `P`")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
+	}
+	return e.query("locks", func(ctx context.Context, c *client.Client) int {
+		locks, err := c.Locks(ctx, *prefix)
+		if err != nil {
+			return e.fail("locks", err)
+		}
+		if e.json {
+			if locks == nil {
+				locks = []client.LockInfo{}
+			}
+			return printJSON(e.stdout, locks)
+		}
+		w := table(e.stdout)
+		fmt.Fprintln(w, "NAME\tMODE\tHOLDERS\tWAITERS\tTOKEN\tLIMIT\tVERSION")
+		for _, l := range locks {
+			var mode client.Mode
+			var token uint64
+			var holders []string
+			for _, h := range l.Holders {
+				mode = h.Mode
+				token = max(token, h.Token)
+				holders = append(holders, h.Session)
+			}
+			tok := "-"
+			if token > 0 {
+				tok = strconv.FormatUint(token, 10)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", l.Name, orDash(string(mode)),
+				orDash(strings.Join(holders, ",")), len(l.Waiters), tok, l.Limit, l.Version)
+		}
+		w.Flush()
+		return exitOK
+	})
+}
+
+func runGet(e *env, args []string) int {
+	fs := e.flags("get", "get [--json] NAME", true)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "want exactly one NAME")
+	}
+	name := fs.Arg(0)
+	return e.query("get", func(ctx context.Context, c *client.Client) int {
+		l, err := c.GetLock(ctx, name)
+		if errors.Is(err, client.ErrLockNotFound) {
+			fmt.Fprintf(e.stderr, "lockctl get: nobody holds or waits for %s\n", name)
+			return exitFalse
+		}
+		if err != nil {
+			return e.fail("get", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, l)
+		}
+		w := table(e.stdout)
+		fmt.Fprintf(w, "Name:\t%s\n", l.Name)
+		fmt.Fprintf(w, "Version:\t%d\n", l.Version)
+		fmt.Fprintf(w, "Limit:\t%d\n", l.Limit)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "HOLDER SESSION\tMODE\tWEIGHT\tCOUNT\tTOKEN")
+		for _, h := range l.Holders {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", h.Session, h.Mode, h.Weight, h.Count, h.Token)
+		}
+		if len(l.Waiters) > 0 {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "WAITER SESSION\tMODE\tWEIGHT\tREQUEST")
+			for _, q := range l.Waiters {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", q.Session, q.Mode, q.Weight, q.RequestID)
+			}
+		}
+		w.Flush()
+		return exitOK
+	})
+}
+
+func runCheck(e *env, args []string) int {
+	fs := e.flags("check", "check [--json] NAME TOKEN", true)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 2 {
+		return e.usageErr(fs, "want NAME and TOKEN")
+	}
+	name := fs.Arg(0)
+	token, err := strconv.ParseUint(fs.Arg(1), 10, 64)
+	if err != nil {
+		return e.usageErr(fs, "TOKEN %q is not a number", fs.Arg(1))
+	}
+	return e.query("check", func(ctx context.Context, c *client.Client) int {
+		valid, current, err := c.Check(ctx, name, token)
+		if err != nil {
+			return e.fail("check", err)
+		}
+		code := exitOK
+		if !valid {
+			code = exitFalse
+		}
+		if e.json {
+			printJSON(e.stdout, struct {
+				Name    string `json:"name"`
+				Token   uint64 `json:"token"`
+				Valid   bool   `json:"valid"`
+				Current uint64 `json:"current"`
+			}{name, token, valid, current})
+			return code
+		}
+		switch {
+		case valid:
+			fmt.Fprintf(e.stdout, "valid: %d is a current token of %s\n", token, name)
+		case current == 0:
+			fmt.Fprintf(e.stdout, "not valid: %s is not held\n", name)
+		default:
+			fmt.Fprintf(e.stdout, "not valid: the current token of %s is %d\n", name, current)
+		}
+		return code
+	})
+}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestInfoCommands drives status, locks, get and check against a dev node
+// while a lockctl lock holds jobs/info and another waits for it.
+func TestInfoCommands(t *testing.T) {
+	addr := startDev(t)
+	dir := t.TempDir()
+	holder := startLockctl(t, addr, dir, "lock", "jobs/info", "--", "sh", "-c", `echo $LOCKD_TOKEN > token; exec sleep 30`)
+	waitFor(t, 10*time.Second, "jobs/info to be held", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "token"))
+		return err == nil
+	})
+	b, _ := os.ReadFile(filepath.Join(dir, "token"))
+	token := strings.TrimSpace(string(b))
+	sess := lockHolders(addr, "jobs/info")[0]
+	waiter := startLockctl(t, addr, dir, "lock", "jobs/info", "--", "true")
+
+	t.Run("status", func(t *testing.T) {
+		code, out, stderr := lockctl(t, addr, "status")
+		if code != 0 || !strings.Contains(out, "Leader:") || !strings.Contains(out, "dev") {
+			t.Fatalf("exit %d\n%s%s", code, out, stderr)
+		}
+		code, out, _ = lockctl(t, addr, "status", "--json")
+		var st struct {
+			State   string `json:"state"`
+			Members []any  `json:"members"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.State != "leader" || len(st.Members) != 1 {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+	})
+
+	waitFor(t, 10*time.Second, "a waiter on jobs/info", func() bool {
+		var info struct{ Waiters []any }
+		return getJSON(addr, "/v1/locks/jobs/info", &info) == nil && len(info.Waiters) == 1
+	})
+
+	t.Run("locks", func(t *testing.T) {
+		code, out, stderr := lockctl(t, addr, "locks", "--prefix", "jobs/")
+		if code != 0 || !strings.Contains(out, "jobs/info") || !strings.Contains(out, sess) {
+			t.Fatalf("exit %d\n%s%s", code, out, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
+			t.Fatalf("want a header and one row:\n%s", out)
+		}
+		if f := strings.Fields(lines[1]); f[1] != "write" || f[3] != "1" || f[4] != token {
+			t.Fatalf("row %q: want mode write, 1 waiter, token %s", lines[1], token)
+		}
+		code, out, _ = lockctl(t, addr, "locks", "--prefix", "nothing/", "--json")
+		if code != 0 || strings.TrimSpace(out) != "[]" {
+			t.Fatalf("empty prefix: exit %d: %q", code, out)
+		}
+	})
+
+	t.Run("get", func(t *testing.T) {
+		code, out, stderr := lockctl(t, addr, "get", "jobs/info")
+		if code != 0 || !strings.Contains(out, "HOLDER SESSION") || !strings.Contains(out, "WAITER SESSION") || !strings.Contains(out, sess) {
+			t.Fatalf("exit %d\n%s%s", code, out, stderr)
+		}
+		code, out, _ = lockctl(t, addr, "get", "--json", "jobs/info")
+		var l struct {
+			Holders []struct{ Token uint64 }
+			Waiters []any
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Holders) != 1 || len(l.Waiters) != 1 ||
+			strconv.FormatUint(l.Holders[0].Token, 10) != token {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+		if code, _, stderr := lockctl(t, addr, "get", "jobs/none"); code != exitFalse || !strings.Contains(stderr, "nobody") {
+			t.Fatalf("unknown name: exit %d: %s", code, stderr)
+		}
+	})
+
+	t.Run("check", func(t *testing.T) {
+		if code, out, stderr := lockctl(t, addr, "check", "jobs/info", token); code != 0 || !strings.HasPrefix(out, "valid") {
+			t.Fatalf("current token: exit %d: %s%s", code, out, stderr)
+		}
+		code, out, _ := lockctl(t, addr, "check", "--json", "jobs/info", "1")
+		var r struct {
+			Valid   bool   `json:"valid"`
+			Current uint64 `json:"current"`
+		}
+		if code != exitFalse || json.Unmarshal([]byte(out), &r) != nil || r.Valid || strconv.FormatUint(r.Current, 10) != token {
+			t.Fatalf("stale token: exit %d: %s", code, out)
+		}
+		if code, _, _ := lockctl(t, addr, "check", "jobs/info", "x"); code != exitUsage {
+			t.Fatalf("bad token: exit %d", code)
+		}
+	})
+
+	_ = holder.cmd.Process.Signal(syscall.SIGTERM)
+	holder.wait(t, 10*time.Second)
+	if code := waiter.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("waiter: exit %d: %s", code, &waiter.stderr)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code := run(nil, new(strings.Builder), new(strings.Builder)); code != exitUsage {
+		t.Fatalf("no args: %d", code)
+	}
+	var out strings.Builder
+	if code := run([]string{"--help"}, &out, new(strings.Builder)); code != 0 || !strings.Contains(out.String(), "Exit codes") {
+		t.Fatalf("--help: %d %q", code, out.String())
+	}
+	if code := run([]string{"nope"}, new(strings.Builder), new(strings.Builder)); code != exitUsage {
+		t.Fatalf("unknown command: %d", code)
+	}
+	for _, args := range [][]string{
+		{"lock", "--read", "--limit", "2", "x", "--", "true"},
+		{"lock", "--ttl", "10ms", "x", "--", "true"},
+		{"lock", "--wait", "-1s", "x", "--", "true"},
+		{"get"},
+		{"check", "x"},
+	} {
+		if code := run(args, new(strings.Builder), new(strings.Builder)); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}

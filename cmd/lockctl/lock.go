@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// waitFlag is --wait: unset means wait as long as it takes (like flock(1)
+// and consul lock), 0 means try once.
+type waitFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (w *waitFlag) String() string {
+	if w == nil || !w.set {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return errors.New("negative wait")
+	}
+	w.d, w.set = d, true
+	return nil
+}
+
+// lockOpts are the flags of lockctl lock.
+type lockOpts struct {
+	read  bool
+	wait  waitFlag
+	limit int
+	ttl   time.Duration
+	grace time.Duration
+	name  string
+	argv  []string
+}
+
+const lockHelp = `
+Runs COMMAND while holding NAME, with LOCKD_LOCK, LOCKD_TOKEN (fencing token)
+and LOCKD_SESSION in its environment; releases NAME when it ends. Flags go
+before NAME. SIGINT, SIGTERM and SIGHUP are forwarded to the command's process
+group. If the session is lost, the command gets SIGTERM, then SIGKILL after
+--grace.
+
+Exit codes of lock:
+  the command's own   it ran (128+N: killed by signal N)
+  64                  usage error
+  65                  refused by the server (e.g. --limit differs from the semaphore's)
+  69                  cluster unavailable (unreachable, no leader)
+  70                  internal error
+  73                  not acquired within --wait; the holders are named
+  74                  session lost; the command was stopped
+  126, 127            the command could not be run / was not found
+`
+
+func runLock(e *env, args []string) int {
+	var o lockOpts
+	fs := e.flags("lock", "lock [flags] NAME -- COMMAND [ARGS...]", false)
+	fs.BoolVar(&o.read, "read", false, "take a shared (read) lock instead of an exclusive one")
+	fs.Var(&o.wait, "wait", "longest `duration` to wait for the lock: 0 tries once; unset: as long as it takes")
+	fs.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of `N` permits and take one (at most N jobs at once)")
+	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL: how long the lock outlives a lockctl that stops keeping it alive")
+	fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost session, how long before SIGKILL")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprint(e.stderr, lockHelp)
+	}
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return e.usageErr(fs, "missing NAME")
+	case len(rest) < 2:
+		return e.usageErr(fs, "missing COMMAND")
+	case rest[1] == "--":
+		o.argv = rest[2:]
+	default:
+		o.argv = rest[1:]
+	}
+	o.name = rest[0]
+	switch {
+	case len(o.argv) == 0:
+		return e.usageErr(fs, "missing COMMAND after --")
+	case o.limit < 0:
+		return e.usageErr(fs, "--limit must be positive")
+	case o.read && o.limit > 0:
+		return e.usageErr(fs, "--read and --limit exclude each other (a semaphore's permits are exclusive)")
+	case o.ttl < time.Second:
+		return e.usageErr(fs, "--ttl must be at least 1s")
+	case o.grace < 0:
+		return e.usageErr(fs, "--grace must not be negative")
+	}
+	return e.lock(&o)
+}
+
+// lock acquires, runs the command and releases.
+func (e *env) lock(o *lockOpts) int {
+	// Resolve the command first: no point holding a lock for a typo.
+	path, err := exec.LookPath(o.argv[0])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+
+	// Catch signals from the start: before the command runs they abandon
+	// the wait, afterwards they are forwarded to it.
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	c, err := e.client()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lockctl lock: --addr: %v\n", err)
+		return exitUsage
+	}
+	s, grant, code := e.acquire(c, o, sigc)
+	if s == nil {
+		return code
+	}
+	defer func() {
+		// Deleting the session releases the lock. If that fails the lock
+		// is released anyway when the TTL runs out. A lost session is
+		// deleted only in passing: the cluster is likely out of reach.
+		timeout, lost := 10*time.Second, s.Err() != nil
+		if lost {
+			timeout = time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := s.Close(ctx); err != nil && !lost {
+			fmt.Fprintf(e.stderr, "lockctl lock: releasing %s: %v (it is released when the session TTL of %v runs out)\n", o.name, err, o.ttl)
+		}
+	}()
+	if grant == nil {
+		return code
+	}
+	return e.runUnderLock(o, path, s, grant, sigc)
+}
+
+// acquire creates the session and takes the lock. It returns the session
+// (nil if none is left to close) and the grant, or the exit code.
+func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*client.Session, *client.Grant, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var intr atomic.Int32           // the signal that ended the wait; 0: none
+	var sessionDone <-chan struct{} // set once the session exists
+	sessc := make(chan *client.Session, 1)
+	go func() {
+		for {
+			select {
+			case s := <-sessc:
+				sessionDone = s.Done()
+				continue
+			case <-sessionDone:
+				// A lost session's requests are gone: stop waiting.
+				cancel()
+			case sig := <-sigc:
+				fmt.Fprintf(e.stderr, "lockctl lock: %v while waiting for %s; giving up\n", sig, o.name)
+				intr.Store(int32(sig.(syscall.Signal)))
+				cancel()
+			case <-ctx.Done():
+			}
+			return
+		}
+	}()
+
+	host, _ := os.Hostname()
+	sname := fmt.Sprintf("lockctl %s pid %d: %s", host, os.Getpid(), strings.Join(o.argv, " "))
+	if len(sname) > 200 {
+		sname = sname[:200]
+	}
+	s, err := c.NewSession(ctx, o.ttl, client.WithSessionName(sname))
+	if err != nil {
+		if sig := intr.Load(); sig != 0 {
+			return nil, nil, exitSignalBase + int(sig)
+		}
+		return nil, nil, e.fail("lock", err)
+	}
+	sessc <- s
+
+	spec := client.LockSpec{Name: o.name, Mode: client.Write}
+	if o.read {
+		spec.Mode = client.Read
+	}
+	if o.limit > 0 {
+		spec.Weight, spec.Limit = 1, o.limit
+	}
+	specs := []client.LockSpec{spec}
+	var g *client.Grant
+	waited := false // the --wait deadline passed
+	if o.wait.set && o.wait.d == 0 {
+		g, err = s.TryAcquireMulti(ctx, specs, client.RequireAll)
+	} else {
+		actx := ctx
+		if o.wait.set {
+			var acancel context.CancelFunc
+			actx, acancel = context.WithTimeout(ctx, o.wait.d)
+			defer acancel()
+		}
+		g, err = s.AcquireMulti(actx, specs, client.RequireAll)
+		waited = errors.Is(actx.Err(), context.DeadlineExceeded)
+	}
+	cancel() // stop the signal watcher before asking it what it saw
+	if sig := intr.Load(); sig != 0 {
+		// Also when granted just now: the user asked us to stop.
+		return s, nil, exitSignalBase + int(sig)
+	}
+	if err == nil {
+		return s, g, 0
+	}
+	if serr := s.Err(); serr != nil {
+		return s, nil, e.fail("lock", serr)
+	}
+	code := exitCode(err)
+	if waited {
+		code = exitNotAcquired
+	}
+	if code != exitNotAcquired {
+		return s, nil, e.fail("lock", err)
+	}
+	fmt.Fprintf(e.stderr, "lockctl lock: %s not acquired within %v: %s\n", o.name, o.wait.String(), e.holders(c, o.name))
+	return s, nil, code
+}
+
+// holders describes who holds name, for a failed acquire.
+func (e *env) holders(c *client.Client, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.GetLock(ctx, name)
+	if err != nil {
+		return fmt.Sprintf("holders unknown (%v)", err)
+	}
+	if len(info.Holders) == 0 {
+		return "no holder now (try again)"
+	}
+	var parts []string
+	for _, h := range info.Holders {
+		p := fmt.Sprintf("session %s (%s, token %d", h.Session, h.Mode, h.Token)
+		if si, err := c.GetSession(ctx, h.Session); err == nil && si.Name != "" {
+			p += ", " + strconv.Quote(si.Name)
+		}
+		parts = append(parts, p+")")
+	}
+	s := "held by " + strings.Join(parts, ", ")
+	if info.Limit > 1 {
+		s += fmt.Sprintf(" (semaphore of %d)", info.Limit)
+	}
+	if n := len(info.Waiters); n > 0 {
+		s += fmt.Sprintf("; %d waiting", n)
+	}
+	return s
+}
+
+// runUnderLock runs the command while s lives and returns lockctl's exit code.
+func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *client.Grant, sigc <-chan os.Signal) int {
+	cmd := exec.Command(path, o.argv[1:]...)
+	cmd.Args[0] = o.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
+	cmd.Env = append(os.Environ(),
+		"LOCKD_LOCK="+o.name,
+		"LOCKD_TOKEN="+strconv.FormatUint(g.TokenFor(o.name), 10),
+		"LOCKD_SESSION="+s.ID(),
+	)
+	setProcAttr(cmd)
+	// Pdeathsig fires when the thread that forked the child exits: keep
+	// this goroutine on its thread while the child runs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
+		return exitCannotExec
+	}
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+
+	// signalJob signals the command's whole process group.
+	signalJob := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
+	var lost <-chan struct{} = s.Done()
+	var kill <-chan time.Time
+	sessionLost := false
+	for {
+		select {
+		case sig := <-sigc:
+			signalJob(sig.(syscall.Signal))
+		case <-lost:
+			lost = nil
+			sessionLost = true
+			fmt.Fprintf(e.stderr, "lockctl lock: session %s lost (%v): %s may be held by someone else now; stopping the command (SIGTERM, SIGKILL after %v)\n",
+				s.ID(), s.Err(), o.name, o.grace)
+			signalJob(syscall.SIGTERM)
+			t := time.NewTimer(o.grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(e.stderr, "lockctl lock: command still running %v after SIGTERM; sending SIGKILL\n", o.grace)
+			signalJob(syscall.SIGKILL)
+		case err := <-waitc:
+			if sessionLost {
+				// Whatever the command's status, its lock was gone.
+				return exitSessionLost
+			}
+			return commandExitCode(err, cmd)
+		}
+	}
+}
+
+// commandExitCode is the exit status of a finished command the way a shell
+// reports it: its code, or 128+N when signal N killed it.
+func commandExitCode(err error, cmd *exec.Cmd) int {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitSignalBase + int(ws.Signal())
+	}
+	if err != nil && cmd.ProcessState == nil {
+		return exitInternal
+	}
+	return cmd.ProcessState.ExitCode()
+}

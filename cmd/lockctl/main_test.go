@@ -1,0 +1,279 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binaries TestMain built (empty with -short, which skips the tests that
+// need them).
+var lockdBin, lockctlBin string
+
+// TestMain builds cmd/lockd and cmd/lockctl once, like cmd/lockd/e2e, and
+// kills any process a failed test left behind.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	go spawner()
+	dir, err := os.MkdirTemp("", "lockctl-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockctl tests:", err)
+		os.Exit(1)
+	}
+	if !testing.Short() {
+		for _, b := range []struct {
+			bin *string
+			pkg string
+		}{{&lockdBin, "cmd/lockd"}, {&lockctlBin, "cmd/lockctl"}} {
+			if *b.bin, err = build(dir, b.pkg); err != nil {
+				fmt.Fprintf(os.Stderr, "lockctl tests: build %s: %v\n", b.pkg, err)
+				os.RemoveAll(dir)
+				os.Exit(1)
+			}
+		}
+	}
+	code := m.Run()
+	if n := reapAll(); n > 0 {
+		fmt.Fprintf(os.Stderr, "lockctl tests: killed %d process(es) still running\n", n)
+		code = 1
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func build(dir, pkg string) (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("no go command: %w", err)
+		}
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/lockd/lockd/"+pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// needBinaries skips the test in -short mode.
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if testing.Short() || lockdBin == "" {
+		t.Skip("runs real lockd and lockctl processes; skipped with -short")
+	}
+}
+
+// spawnc carries process starts to the spawner goroutine, whose OS thread
+// lives as long as the test process: PR_SET_PDEATHSIG fires when the
+// thread that forked the child exits.
+var spawnc = make(chan func())
+
+func spawner() {
+	runtime.LockOSThread()
+	for f := range spawnc {
+		f()
+	}
+}
+
+// startProcess starts cmd with PDEATHSIG=SIGKILL, so even a test binary
+// that dies takes its children with it.
+func startProcess(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	errc := make(chan error, 1)
+	spawnc <- func() { errc <- cmd.Start() }
+	if err := <-errc; err != nil {
+		return err
+	}
+	live.Lock()
+	live.m[cmd] = struct{}{}
+	live.Unlock()
+	return nil
+}
+
+func processExited(cmd *exec.Cmd) {
+	live.Lock()
+	delete(live.m, cmd)
+	live.Unlock()
+}
+
+var live = struct {
+	sync.Mutex
+	m map[*exec.Cmd]struct{}
+}{m: make(map[*exec.Cmd]struct{})}
+
+func reapAll() int {
+	live.Lock()
+	defer live.Unlock()
+	for cmd := range live.m {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	return len(live.m)
+}
+
+// startDev starts `lockd --dev` on a free port, waits until it leads and
+// returns its address; the node is stopped in t.Cleanup.
+func startDev(t *testing.T) string {
+	t.Helper()
+	addr, _ := startDevProc(t)
+	return addr
+}
+
+// startDevProc is startDev that also returns the lockd process.
+func startDevProc(t *testing.T) (string, *os.Process) {
+	t.Helper()
+	needBinaries(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf := filepath.Join(t.TempDir(), "lockd.log")
+	out, err := os.Create(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := startProcess(cmd); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); processExited(cmd); out.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // in case a test stopped it
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logf)
+			t.Logf("lockd log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var st struct {
+			State string `json:"state"`
+		}
+		if err := getJSON(addr, "/v1/status", &st); err == nil && st.State == "leader" {
+			return addr, cmd.Process
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logf)
+			t.Fatalf("lockd exited:\n%s", b)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lockd --dev did not lead within 15s")
+		}
+	}
+}
+
+// getJSON GETs path on addr and decodes a 200 answer into out.
+func getJSON(addr, path string, out any) error {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// lockctlProc is a started lockctl.
+type lockctlProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	code           int
+}
+
+// startLockctl starts lockctl with LOCKD_ADDR=addr in dir.
+func startLockctl(t *testing.T, addr, dir string, args ...string) *lockctlProc {
+	t.Helper()
+	p := &lockctlProc{done: make(chan struct{})}
+	p.cmd = exec.Command(lockctlBin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), "LOCKD_ADDR="+addr)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := startProcess(p.cmd); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		processExited(p.cmd)
+		p.code = p.cmd.ProcessState.ExitCode()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			p.code = -1000
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits up to timeout for p to exit and returns its exit code.
+func (p *lockctlProc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("lockctl %s did not exit within %v\nstdout: %s\nstderr: %s",
+			strings.Join(p.cmd.Args[1:], " "), timeout, &p.stdout, &p.stderr)
+		return 0
+	}
+}
+
+// lockctl runs lockctl to completion and returns its exit code and output.
+func lockctl(t *testing.T, addr string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	p := startLockctl(t, addr, t.TempDir(), args...)
+	code = p.wait(t, 30*time.Second)
+	return code, p.stdout.String(), p.stderr.String()
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
