@@ -160,15 +160,17 @@ func (a *agent) leave() {
 }
 
 // shutdown stops serving and hands leadership over, but stays in the raft
-// configuration: a restart is not a leave.
+// configuration: a restart is not a leave. Raft stops (handing leadership
+// over) before the HTTP listener closes: a leader that cannot be reached
+// for keepalives must not keep expiring sessions while it drains.
 func (a *agent) shutdown() {
 	a.srv.Close() // waits in flight answer 503 with their request id
+	a.stopRaft()
 	ctx, cancel := context.WithTimeout(context.Background(), httpDrain)
 	if err := a.http.Shutdown(ctx); err != nil {
 		a.http.Close()
 	}
 	cancel()
-	a.stopRaft()
 	if c := a.cl.Load(); c != nil {
 		if err := c.Shutdown(); err != nil {
 			a.log.Error("gossip shutdown", "error", err)
