@@ -86,7 +86,7 @@ func TestReviewRetriedAcquireSaysGrantedAfterHoldTTLExpired(t *testing.T) {
 // "granted".
 func TestReviewRequestSaysGrantedAfterDeadlockSurrender(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
-	older := n.session(nil)                                                     // B
+	older := n.session(nil)                                                       // B
 	victim := n.session(map[string]any{"ttl": "30s", "on_deadlock": "surrender"}) // A: youngest
 
 	ga := decodeGrant(t, n.acquire(victim, "dl/x", "write", "0s", "a-x"))
@@ -237,8 +237,8 @@ func TestReviewUnknownReleaseTellsClientToRetryNonIdempotentRelease(t *testing.T
 
 	a := n.session(nil)
 	b := n.session(nil)
-	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", "")) // outer critical section
-	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", "")) // nested: count 2
+	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", ""))                        // outer critical section
+	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", ""))                        // nested: count 2
 	r := n.do("POST", "/v1/release", map[string]any{"session": a, "name": "re/x"}) // leave the nested one
 	if r.status != http.StatusServiceUnavailable {
 		t.Fatalf("release with unknown outcome answered %s", r)

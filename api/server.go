@@ -150,9 +150,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/locks/{name...}", s.getLock)
 	mux.HandleFunc("GET /v1/check", s.check)
 	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/waitgraph", s.waitGraph)
 	mux.HandleFunc("POST /v1/agent/leave", s.leave)
 	mux.HandleFunc("DELETE /v1/members/{id}", s.removeMember)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /ui/", uiHandler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 
 	mux.Handle("/internal/", s.node.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

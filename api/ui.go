@@ -1,0 +1,55 @@
+package api
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// uiFiles is the web dashboard (plain HTML/CSS/JS, no build step), served
+// at /ui/ on every node. It polls GET /v1/status, /v1/locks and
+// /v1/waitgraph of the node that serves it.
+//
+//go:embed ui
+var uiFiles embed.FS
+
+// uiHandler serves the embedded dashboard under /ui/.
+func uiHandler() http.Handler {
+	sub, err := fs.Sub(uiFiles, "ui")
+	if err != nil {
+		panic(err) // the directory is embedded at build time
+	}
+	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Always revalidate: a node upgraded in place must not serve a
+		// stale script next to a newer API.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// WaitEdge is one edge of the wait-for graph: session From waits for a
+// lock that session To holds.
+type WaitEdge struct {
+	From SessionID `json:"from"`
+	To   SessionID `json:"to"`
+}
+
+// GET /v1/waitgraph: the wait-for graph of the table, sorted (the
+// dashboard draws it). Linearizable unless ?stale.
+func (s *Server) waitGraph(w http.ResponseWriter, r *http.Request) {
+	if err := s.readIndex(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := []WaitEdge{}
+	s.fsm.Read(func(t *lockstate.Table) {
+		for _, e := range t.WaitGraph() {
+			out = append(out, WaitEdge{From: SessionID(e.From), To: SessionID(e.To)})
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,264 @@
+// lockd dashboard: polls this node's API once a second and redraws.
+// Plain DOM, no dependencies. Every value from the API is inserted as
+// text (lock names are user input), never as HTML.
+"use strict";
+(function () {
+  const POLL_MS = 1000;
+  const TIMEOUT_MS = 5000;
+  const SVG = "http://www.w3.org/2000/svg";
+  const $ = (id) => document.getElementById(id);
+
+  // el("td", {class: "x"}, child, "text", ...)
+  function el(tag, attrs, ...kids) {
+    const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== undefined && v !== null && v !== false) e.setAttribute(k, String(v));
+    }
+    for (const k of kids.flat()) {
+      if (k === null || k === undefined || k === false) continue;
+      e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    }
+    return e;
+  }
+  const sess = (id) => "s" + id;
+
+  async function getJSON(path) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+    try {
+      const res = await fetch(path, { signal: ctl.signal, cache: "no-store" });
+      const body = await res.json().catch(() => null);
+      if (!res.ok) {
+        const msg = body && body.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText;
+        throw new Error(path.split("?")[0] + " " + msg);
+      }
+      return body;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // ---- header and members ----------------------------------------------
+
+  function renderStatus(st) {
+    $("h-node").textContent = st.node_id || "–";
+    $("h-state").replaceChildren(el("span", { class: "badge " + st.state }, st.state));
+    const leader = st.leader && st.leader.id;
+    $("h-leader").textContent = leader ? leader + (st.leader.http_addr ? " (" + st.leader.http_addr + ")" : "") : "none";
+    $("h-term").textContent = st.term;
+    $("h-commit").textContent = st.commit_index;
+    $("h-applied").textContent = st.applied_index;
+    document.title = "lockd · " + st.node_id + " · " + st.state;
+
+    const members = st.members || [];
+    $("members-count").textContent = members.length;
+    const rows = members.map((m) => {
+      // This node knows its own raft state; for the others it knows the
+      // leader and the raft configuration.
+      let role;
+      if (m.id === st.node_id) role = st.state;
+      else if (m.id === leader) role = "leader";
+      else if (!m.voter) role = "non-voter";
+      else role = leader ? "follower" : "voter";
+      return el("tr", { "data-member": m.id },
+        el("td", { class: "mono" }, m.id, m.id === st.node_id ? el("span", { class: "self" }, "(this node)") : null),
+        el("td", {}, el("span", { class: "badge " + role }, role)),
+        el("td", {}, el("span", { class: "badge " + m.status }, m.status)),
+        el("td", { class: "mono" }, m.http_addr || "–"),
+        el("td", { class: "mono" }, m.raft_addr || "–"));
+    });
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No members known.")));
+    $("members").tBodies[0].replaceChildren(...rows);
+  }
+
+  // ---- locks -------------------------------------------------------------
+
+  function chip(cls, parts) {
+    return el("span", { class: "chip " + cls }, parts);
+  }
+
+  function renderLocks(locks, prefix) {
+    $("locks-count").textContent = locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
+    const rows = locks.map((l) => {
+      const holders = (l.holders || []).map((h) => chip("holder", [
+        el("span", {}, sess(h.session)), el("span", { class: "k" }, h.mode),
+        el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token)]));
+      const waiters = (l.waiters || []).map((w) => chip("waiter", [
+        el("span", {}, sess(w.session)), el("span", { class: "k" }, w.mode),
+        el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id)]));
+      const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
+      return el("tr", { "data-lock": l.name },
+        el("td", { class: "name" }, l.name),
+        el("td", { class: "num" }, l.version),
+        el("td", { class: "num" }, l.limit),
+        el("td", {}, holders.length ? el("div", { class: "chips" }, holders) : el("span", { class: "none" }, "—"), delayed),
+        el("td", {}, waiters.length ? el("div", { class: "chips" }, waiters) : el("span", { class: "none" }, "—")));
+    });
+    if (rows.length === 0) {
+      rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, prefix ? "No lock in use under this prefix." : "No lock in use.")));
+    }
+    $("locks").tBodies[0].replaceChildren(...rows);
+  }
+
+  // ---- wait-for graph ----------------------------------------------------
+
+  // Edges from the server's graph when available (it knows hierarchical
+  // waits), else derived from each lock's waiters and holders.
+  function graphEdges(locks, serverEdges) {
+    const names = new Map(); // "from>to" -> Set of lock names
+    for (const l of locks) {
+      for (const w of l.waiters || []) {
+        for (const h of l.holders || []) {
+          if (h.session === w.session) continue;
+          const k = w.session + ">" + h.session;
+          if (!names.has(k)) names.set(k, new Set());
+          names.get(k).add(l.name);
+        }
+      }
+    }
+    const pairs = serverEdges ? serverEdges.map((e) => [String(e.from), String(e.to)])
+      : [...names.keys()].map((k) => k.split(">"));
+    return pairs.map(([from, to]) => ({ from, to, locks: [...(names.get(from + ">" + to) || [])] }));
+  }
+
+  // Sessions on a cycle (a deadlock) by strongly connected components.
+  function cycleNodes(nodes, edges) {
+    const adj = new Map(nodes.map((n) => [n, []]));
+    for (const e of edges) adj.get(e.from).push(e.to);
+    let index = 0;
+    const idx = new Map(), low = new Map(), on = new Set(), stack = [], out = new Set();
+    function strong(v) {
+      idx.set(v, index); low.set(v, index); index++; stack.push(v); on.add(v);
+      for (const w of adj.get(v)) {
+        if (!idx.has(w)) { strong(w); low.set(v, Math.min(low.get(v), low.get(w))); }
+        else if (on.has(w)) low.set(v, Math.min(low.get(v), idx.get(w)));
+      }
+      if (low.get(v) === idx.get(v)) {
+        const comp = [];
+        let w;
+        do { w = stack.pop(); on.delete(w); comp.push(w); } while (w !== v);
+        if (comp.length > 1) comp.forEach((c) => out.add(c));
+      }
+    }
+    nodes.forEach((n) => { if (!idx.has(n)) strong(n); });
+    return out;
+  }
+
+  function renderGraph(edges) {
+    const box = $("graph");
+    if (edges.length === 0) {
+      $("graph-count").textContent = "";
+      box.replaceChildren(el("p", { class: "empty" }, "No waiters."));
+      return;
+    }
+    const nodes = [...new Set(edges.flatMap((e) => [e.from, e.to]))].sort((a, b) => Number(a) - Number(b));
+    const waiting = new Set(edges.map((e) => e.from));
+    const cyc = cycleNodes(nodes, edges);
+    $("graph-count").textContent = edges.length + (edges.length === 1 ? " edge" : " edges") + (cyc.size ? " · deadlock" : "");
+
+    const W = 520, R = 22;
+    const H = nodes.length <= 2 ? 170 : 320;
+    const cx = W / 2, cy = H / 2, ring = nodes.length <= 2 ? 150 : Math.min(W, H) / 2 - R - 24;
+    const pos = new Map();
+    nodes.forEach((n, i) => {
+      const a = nodes.length <= 2 ? Math.PI * i : -Math.PI / 2 + (2 * Math.PI * i) / nodes.length;
+      pos.set(n, { x: cx + ring * Math.cos(a), y: cy + ring * Math.sin(a) });
+    });
+
+    const svg = el("svg:svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "wait-for graph" });
+    const defs = el("svg:defs", {});
+    for (const [id, color] of [["arrow", "#c27c0e"], ["arrow-cycle", "#d64545"]]) {
+      defs.append(el("svg:marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: color })));
+    }
+    svg.append(defs);
+
+    const twoWay = new Set(edges.map((e) => e.from + ">" + e.to));
+    for (const e of edges) {
+      const a = pos.get(e.from), b = pos.get(e.to);
+      const dx = b.x - a.x, dy = b.y - a.y, len = Math.hypot(dx, dy) || 1;
+      const ux = dx / len, uy = dy / len;
+      // Bend an edge whose reverse exists so both stay visible.
+      const bend = twoWay.has(e.to + ">" + e.from) ? 28 : 0;
+      const sx = a.x + ux * R, sy = a.y + uy * R, tx = b.x - ux * (R + 2), ty = b.y - uy * (R + 2);
+      const mx = (sx + tx) / 2 - uy * bend, my = (sy + ty) / 2 + ux * bend;
+      const inCycle = cyc.has(e.from) && cyc.has(e.to);
+      const g = el("svg:g", {},
+        el("svg:title", {}, sess(e.from) + " waits for " + sess(e.to) + (e.locks.length ? " on " + e.locks.join(", ") : "")),
+        el("svg:path", { class: "edge" + (inCycle ? " cycle" : ""), d: `M${sx},${sy} Q${mx},${my} ${tx},${ty}`,
+          "marker-end": "url(#" + (inCycle ? "arrow-cycle" : "arrow") + ")" }));
+      if (e.locks.length && edges.length <= 12) {
+        const label = e.locks.length > 1 ? e.locks[0] + " +" + (e.locks.length - 1) : e.locks[0];
+        g.append(el("svg:text", { class: "elabel", x: (sx + 2 * mx + tx) / 4, y: (sy + 2 * my + ty) / 4 - 6 }, label));
+      }
+      svg.append(g);
+    }
+    for (const n of nodes) {
+      const p = pos.get(n);
+      const cls = "node" + (cyc.has(n) ? " cycle" : waiting.has(n) ? " waiting" : "");
+      svg.append(el("svg:g", { class: cls, "data-session": n },
+        el("svg:title", {}, "session " + n + (waiting.has(n) ? " (waiting)" : " (holder)")),
+        el("svg:circle", { cx: p.x, cy: p.y, r: R }),
+        el("svg:text", { x: p.x, y: p.y }, sess(n))));
+    }
+    const legend = el("div", { class: "legend" },
+      el("span", {}, el("span", { class: "sw" }), "waiter → holder"),
+      cyc.size ? el("span", {}, el("span", { class: "sw cycle" }), "cycle (deadlock)") : null);
+    box.replaceChildren(svg, legend);
+  }
+
+  // ---- polling -----------------------------------------------------------
+
+  const prefixInput = $("prefix");
+  prefixInput.value = new URLSearchParams(location.search).get("prefix") || "";
+  let wake = null;
+  prefixInput.addEventListener("input", () => {
+    const u = new URL(location.href);
+    if (prefixInput.value) u.searchParams.set("prefix", prefixInput.value);
+    else u.searchParams.delete("prefix");
+    history.replaceState(null, "", u);
+    if (wake) wake(); // refresh now rather than at the next tick
+  });
+
+  function setLive(ok, text) {
+    $("live").className = "live " + (ok ? "ok" : "bad");
+    $("live-text").textContent = text;
+  }
+
+  async function tick() {
+    const prefix = prefixInput.value;
+    // ?stale: this node's applied state, so the page keeps working on a
+    // follower and during an election.
+    const [st, locks, wg] = await Promise.allSettled([
+      getJSON("/v1/status"),
+      getJSON("/v1/locks?stale&prefix=" + encodeURIComponent(prefix)),
+      getJSON("/v1/waitgraph?stale"),
+    ]);
+    const errs = [st, locks].filter((r) => r.status === "rejected").map((r) => r.reason.message);
+    if (st.status === "fulfilled") renderStatus(st.value);
+    if (locks.status === "fulfilled" && prefix === prefixInput.value) {
+      renderLocks(locks.value || [], prefix);
+      // The graph is of the whole table; lock names for its labels come
+      // from the filtered list, so with a prefix some labels may be absent.
+      renderGraph(graphEdges(locks.value || [], wg.status === "fulfilled" ? wg.value : null));
+    }
+    if (errs.length) setLive(false, "error: " + errs[0]);
+    else setLive(true, "live · " + new Date().toLocaleTimeString());
+  }
+
+  async function loop() {
+    for (;;) {
+      try {
+        await tick();
+      } catch (err) {
+        setLive(false, "error: " + err.message);
+      }
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, POLL_MS);
+        wake = () => { clearTimeout(t); resolve(); };
+      });
+      wake = null;
+    }
+  }
+  loop();
+})();

@@ -1,0 +1,175 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/api"
+)
+
+func TestUIServesEmbeddedFiles(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	for _, c := range []struct{ path, ctype, want string }{
+		{"/ui/", "text/html", `<script src="app.js">`},
+		{"/ui/app.js", "javascript", "/v1/status"},
+		{"/ui/app.css", "text/css", "font"},
+	} {
+		r := n.must(http.StatusOK, "GET", c.path, nil, nil)
+		if ct := r.header.Get("Content-Type"); !strings.Contains(ct, c.ctype) {
+			t.Errorf("GET %s: Content-Type %q, want %s", c.path, ct, c.ctype)
+		}
+		if !strings.Contains(string(r.body), c.want) {
+			t.Errorf("GET %s: body lacks %q", c.path, c.want)
+		}
+	}
+	// /ui redirects to /ui/ (the client follows it).
+	if r := n.do("GET", "/ui", nil); r.status != http.StatusOK || !strings.Contains(string(r.body), "<title>lockd") {
+		t.Errorf("GET /ui: got %d, want the page after a redirect", r.status)
+	}
+	if r := n.do("GET", "/ui/missing.js", nil); r.status != http.StatusNotFound {
+		t.Errorf("GET /ui/missing.js: got %d, want 404", r.status)
+	}
+	// Only GET: other methods fall through to the API's JSON 404.
+	n.mustErr(http.StatusNotFound, api.CodeNotFound, "POST", "/ui/", nil)
+}
+
+func TestWaitGraphEndpoint(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	var edges []api.WaitEdge
+	n.must(http.StatusOK, "GET", "/v1/waitgraph", nil, &edges)
+	if len(edges) != 0 {
+		t.Fatalf("empty table: got edges %+v", edges)
+	}
+	holder, waiter := n.session(nil), n.session(nil)
+	n.mustGrant(holder, "jobs/x", "write")
+	ch := async(func() resp { return n.acquire(waiter, "jobs/x", "write", "30s", "wg-1") })
+	n.waitPending("wg-1")
+	r := n.must(http.StatusOK, "GET", "/v1/waitgraph", nil, nil)
+	if want := `[{"from":"` + waiter + `","to":"` + holder + `"}]`; strings.TrimSpace(string(r.body)) != want {
+		t.Fatalf("wait graph %s, want %s", r.body, want)
+	}
+	n.must(http.StatusOK, "DELETE", "/v1/requests/wg-1", nil, nil)
+	recv(t, ch, 10*time.Second, "the cancelled acquire")
+}
+
+// TestUIInChromium drives the dashboard in real headless Chromium against
+// a real node with a held lock and waiters. LOCKD_UPDATE_SCREENSHOT=1
+// also writes docs/dashboard.png.
+func TestUIInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not on PATH: install Debian's chromium package (.ci/run does) to run the dashboard browser test")
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the browser test")
+	}
+	n := singleNode(t, nodeOptions{})
+
+	// s1 holds jobs/backup; s2 holds db/users and waits for jobs/backup;
+	// s3 waits for db/users: the graph is s3 → s2 → s1.
+	s1, s2, s3, s4 := n.session(map[string]any{"ttl": "60s", "name": "backup-job"}), n.session(nil), n.session(nil), n.session(nil)
+	n.mustGrant(s1, "jobs/backup", "write")
+	n.mustGrant(s2, "db/users", "write")
+	n.mustGrant(s3, "reports/daily", "read")
+	n.mustGrant(s4, "reports/daily", "read")
+	n.must(http.StatusOK, "POST", "/v1/acquire", map[string]any{"session": s4, "wait": "0s",
+		"locks": []map[string]any{{"name": "pool/workers", "mode": "write", "weight": 2, "limit": 3}}}, nil)
+	w1 := async(func() resp { return n.acquire(s2, "jobs/backup", "write", "60s", "ui-waiter-1") })
+	n.waitPending("ui-waiter-1")
+	w2 := async(func() resp { return n.acquire(s3, "db/users", "write", "60s", "ui-waiter-2") })
+	n.waitPending("ui-waiter-2")
+	t.Cleanup(func() {
+		for _, id := range []string{"ui-waiter-1", "ui-waiter-2"} {
+			n.do("DELETE", "/v1/requests/"+id, nil)
+		}
+		recv(t, w1, 10*time.Second, "waiter 1")
+		recv(t, w2, 10*time.Second, "waiter 2")
+	})
+
+	// Serve through a wrapper that counts the page's polls and, at its
+	// second poll of the lock list, takes a new lock: the page must show
+	// it without a reload.
+	var polls atomic.Int32
+	var late sync.Once
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/locks" && polls.Add(1) == 2 {
+			late.Do(func() {
+				if r := n.acquire(s1, "jobs/late", "write", "0s", ""); r.status != http.StatusOK {
+					t.Errorf("acquire jobs/late: %s", r)
+				}
+			})
+		}
+		n.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	url := front.URL + "/ui/"
+	dom := runChromium(t, chromium, "--dump-dom", url)
+	t.Logf("the page polled /v1/locks %d times", polls.Load())
+	if p := polls.Load(); p < 3 {
+		t.Errorf("the page polled /v1/locks %d times in 5s of virtual time, want a poll every second", p)
+	}
+	for _, want := range []string{
+		`data-member="n1"`,            // the member row
+		`data-lock="jobs/backup"`,     // the held lock
+		`>s` + s1 + `<`,               // its holder
+		"ui-waiter-1",                 // a waiter's request id
+		`data-session="` + s3 + `"`,   // the wait-for graph
+		`<span class="badge leader">`, // raft state
+		`id="live" class="live ok"`,   // the poll succeeded
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("dumped DOM lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+		t.FailNow()
+	}
+
+	// The prefix filter comes from the URL too.
+	dom = runChromium(t, chromium, "--dump-dom", url+"?prefix=db/")
+	if !strings.Contains(dom, `data-lock="db/users"`) || strings.Contains(dom, `data-lock="jobs/backup"`) {
+		t.Errorf("?prefix=db/ does not filter the lock table")
+	}
+
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1400,900", url)
+	png, err := os.ReadFile(shot)
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("no PNG screenshot at %s: %v", shot, err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if os.Getenv("LOCKD_UPDATE_SCREENSHOT") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "docs", "dashboard.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Log("wrote docs/dashboard.png")
+	}
+}
+
+// runChromium runs headless Chromium on url with a fresh profile and
+// returns its standard output.
+func runChromium(t *testing.T, chromium string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--hide-scrollbars", "--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000"}
+	cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
