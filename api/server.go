@@ -151,6 +151,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/check", s.check)
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/waitgraph", s.waitGraph)
+	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/agent/leave", s.leave)
 	mux.HandleFunc("DELETE /v1/members/{id}", s.removeMember)
 	mux.Handle("GET /metrics", s.metrics.handler())

@@ -9,8 +9,9 @@ import (
 )
 
 // uiFiles is the web dashboard (plain HTML/CSS/JS, no build step), served
-// at /ui/ on every node. It polls GET /v1/status, /v1/locks and
-// /v1/waitgraph of the node that serves it.
+// at /ui/ on every node. It reads GET /v1/status, /v1/locks and
+// /v1/waitgraph of the node that serves it whenever that node's event
+// stream (GET /v1/events) reports a change, and every few seconds.
 //
 //go:embed ui
 var uiFiles embed.FS

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,7 +114,9 @@ func TestUIInChromium(t *testing.T) {
 		n.srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	url := front.URL + "/ui/"
+	// ?live=poll: headless Chromium's virtual clock stops while the event
+	// stream is open; TestEventsStream covers the stream.
+	url := front.URL + "/ui/?live=poll"
 	dom := runChromium(t, chromium, "--dump-dom", url)
 	t.Logf("the page polled /v1/locks %d times", polls.Load())
 	if p := polls.Load(); p < 3 {
@@ -137,7 +141,7 @@ func TestUIInChromium(t *testing.T) {
 	}
 
 	// The prefix filter comes from the URL too.
-	dom = runChromium(t, chromium, "--dump-dom", url+"?prefix=db/")
+	dom = runChromium(t, chromium, "--dump-dom", url+"&prefix=db/")
 	if !strings.Contains(dom, `data-lock="db/users"`) || strings.Contains(dom, `data-lock="jobs/backup"`) {
 		t.Errorf("?prefix=db/ does not filter the lock table")
 	}
@@ -172,4 +176,42 @@ func runChromium(t *testing.T, chromium string, args ...string) string {
 		t.Fatalf("chromium %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// TestEventsStream: GET /v1/events sends this node's applied index at once
+// and again after each change of the table.
+func TestEventsStream(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.ts.URL+"/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	br := bufio.NewReader(resp.Body)
+	next := func() uint64 {
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the stream: %v", err)
+			}
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+				idx, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatalf("event %q", line)
+				}
+				return idx
+			}
+		}
+	}
+	first := next()
+	n.session(nil)
+	if second := next(); second <= first {
+		t.Fatalf("after a change the stream said %d, before %d", second, first)
+	}
 }

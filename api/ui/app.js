@@ -3,7 +3,13 @@
 // text (lock names are user input), never as HTML.
 "use strict";
 (function () {
-  const POLL_MS = 1000;
+  // Refreshes come from the node's event stream (GET /v1/events: one event
+  // per change of its table, coalesced); the slow poll only refreshes the
+  // status (term, members) and recovers if the stream is down.
+  // ?live=poll turns the stream off and polls every second instead (for
+  // headless browsers, whose virtual clock stops while a stream is open).
+  const streaming = !!window.EventSource && new URLSearchParams(location.search).get("live") !== "poll";
+  const POLL_MS = streaming ? 5000 : 1000;
   const TIMEOUT_MS = 5000;
   const SVG = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
@@ -246,19 +252,26 @@
     else setLive(true, "live · " + new Date().toLocaleTimeString());
   }
 
+  let dirty = false; // a change reported while a refresh was running
   async function loop() {
     for (;;) {
+      dirty = false;
       try {
         await tick();
       } catch (err) {
         setLive(false, "error: " + err.message);
       }
+      if (dirty) continue;
       await new Promise((resolve) => {
         const t = setTimeout(resolve, POLL_MS);
         wake = () => { clearTimeout(t); resolve(); };
       });
       wake = null;
     }
+  }
+  if (streaming) {
+    const es = new EventSource("/v1/events");
+    es.onmessage = () => { if (wake) wake(); else dirty = true; };
   }
   loop();
 })();
