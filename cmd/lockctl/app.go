@@ -16,7 +16,7 @@ import (
 // Exit codes; the table is in the package documentation and in usage.
 const (
 	exitOK          = 0
-	exitFalse       = 1  // a negative answer: check invalid, get not found
+	exitFalse       = 1  // a negative answer: check invalid, get/session/release not found
 	exitUsage       = 64 // EX_USAGE
 	exitDataErr     = 65 // EX_DATAERR: the server refused the request
 	exitUnavailable = 69 // EX_UNAVAILABLE: unreachable or no leader
@@ -38,13 +38,22 @@ Usage:
   lockctl locks [--prefix P] [--json]
   lockctl get [--json] NAME
   lockctl check [--json] NAME TOKEN
+  lockctl members [--json]
+  lockctl watch [--timeout D] [--json] NAME
+  lockctl session create [--ttl D] [--name N] [--json]
+  lockctl session list [--json]
+  lockctl session show [--json] ID
+  lockctl session delete [--json] ID
+  lockctl release --session ID [--json] NAME
 
 Every command takes --addr (default $LOCKD_ADDR, else ` + defaultAddr + `).
 Run "lockctl COMMAND --help" for a command's flags.
 
 Exit codes:
   0       success (lock: the command exited 0)
-  1       check: token not valid; get: nobody holds or waits for NAME
+  1       a negative answer: check: token not valid; get: nobody holds or
+          waits for NAME; session show/delete, release: no such session;
+          release: the session does not hold NAME
   1-125   lock: the command's own exit code
   64      usage error
   65      the server refused the request as invalid (e.g. a --limit mismatch)
@@ -69,11 +78,15 @@ type env struct {
 type command func(e *env, args []string) int
 
 var commands = map[string]command{
-	"lock":   runLock,
-	"status": runStatus,
-	"locks":  runLocks,
-	"get":    runGet,
-	"check":  runCheck,
+	"lock":    runLock,
+	"status":  runStatus,
+	"locks":   runLocks,
+	"get":     runGet,
+	"check":   runCheck,
+	"members": runMembers,
+	"session": runSession,
+	"release": runRelease,
+	"watch":   runWatch,
 }
 
 // run is lockctl without the process around it, so that it can be tested.
@@ -114,6 +127,15 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
 	return fs
+}
+
+// note adds text to fs's --help, after the flags.
+func (e *env) note(fs *flag.FlagSet, text string) {
+	u := fs.Usage
+	fs.Usage = func() {
+		u()
+		fmt.Fprint(e.stderr, text)
+	}
 }
 
 // parse parses args into fs; ok is false with the exit code to return

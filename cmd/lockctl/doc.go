@@ -10,6 +10,13 @@ Usage:
 	lockctl locks [--prefix P] [--json]
 	lockctl get [--json] NAME
 	lockctl check [--json] NAME TOKEN
+	lockctl members [--json]
+	lockctl watch [--timeout D] [--json] NAME
+	lockctl session create [--ttl D] [--name N] [--json]
+	lockctl session list [--json]
+	lockctl session show [--json] ID
+	lockctl session delete [--json] ID
+	lockctl release --session ID [--json] NAME
 
 Every command takes --addr (comma-separated host:port or http(s)://host:port
 addresses; default $LOCKD_ADDR, else 127.0.0.1:7001).
@@ -44,15 +51,34 @@ may already belong to someone else: lockctl sends the command SIGTERM, then
 SIGKILL after --grace, and exits 74. A single failed keepalive, or a leader
 election the session survives, does not count as lost.
 
+# lockctl watch
+
+watch prints NAME's state, then one line per change of its holders, waiters
+or version (--json: one JSON object per line), following the version with
+blocking queries (GET /v1/locks/NAME?index=V&wait=30s). It stops, exiting 0,
+on SIGINT or SIGTERM or after --timeout.
+
+# lockctl session and release
+
+session create makes a session and prints its id. lockctl sends it no
+keepalives, so it expires after its --ttl (default 10s) unless something
+else keeps it alive. session list, show and delete inspect and end sessions;
+release --session ID NAME releases one hold of NAME by session ID.
+
+See docs/cli.md for every command and flag, with examples.
+
 # Exit codes
 
 	0        success (lock: the command exited 0)
-	1        check: the token is not valid; get: nobody holds or waits for NAME
+	1        a negative answer: check: the token is not valid; get: nobody
+	         holds or waits for NAME; session show/delete, release: no such
+	         session; release: the session does not hold NAME
 	1-125    lock: the command's own exit code
 	64       usage error (bad flags or arguments)
 	65       the server refused the request as invalid (e.g. a --limit that
 	         differs from the semaphore's)
-	69       unavailable: no node reachable, or no leader
+	69       unavailable: no node reachable, or no leader (status and members
+	         also exit 69 when the node answering sees no leader)
 	70       internal error (of lockctl or the server)
 	73       lock: not acquired within --wait (someone holds it)
 	74       lock: session lost while the command ran (the command was stopped)

@@ -126,6 +126,16 @@ func TestUsage(t *testing.T) {
 		{"lock", "--wait", "-1s", "x", "--", "true"},
 		{"get"},
 		{"check", "x"},
+		{"session"},
+		{"session", "nope"},
+		{"session", "create", "--ttl", "10ms"},
+		{"session", "show"},
+		{"session", "delete", "a", "b"},
+		{"release", "x"},
+		{"release", "--session", "1"},
+		{"members", "x"},
+		{"watch"},
+		{"watch", "--timeout", "-1s", "x"},
 	} {
 		if code := run(args, new(strings.Builder), new(strings.Builder)); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+const sessionUsage = `Usage:
+  lockctl session create [--ttl D] [--name N] [--json]
+  lockctl session list [--json]
+  lockctl session show [--json] ID
+  lockctl session delete [--json] ID
+
+create prints the new session's id. lockctl sends it no keepalives: it
+expires after its TTL unless something keeps it alive
+(POST /v1/sessions/ID/keepalive). delete releases everything the session
+holds and cancels its waiting requests.
+`
+
+// runSession dispatches lockctl session SUB.
+func runSession(e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, sessionUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(e.stdout, sessionUsage)
+		return exitOK
+	case "create":
+		return runSessionCreate(e, args[1:])
+	case "list", "ls":
+		return runSessionList(e, args[1:])
+	case "show":
+		return runSessionShow(e, args[1:])
+	case "delete", "rm":
+		return runSessionDelete(e, args[1:])
+	}
+	fmt.Fprintf(e.stderr, "lockctl session: unknown subcommand %q\n\n%s", args[0], sessionUsage)
+	return exitUsage
+}
+
+// rawQuery is query for commands that use rawAPI.
+func (e *env) rawQuery(cmd string, f func(ctx context.Context, a *rawAPI) int) int {
+	a, err := e.raw()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lockctl %s: --addr: %v\n", cmd, err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)
+	defer cancel()
+	return f(ctx, a)
+}
+
+// sessionInfo is client.SessionInfo as the API sends it ("expires" of a
+// hold with hold_ttl included).
+type sessionInfo struct {
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	TTL        client.Duration `json:"ttl"`
+	OnDeadlock string          `json:"on_deadlock"`
+	Ordered    bool            `json:"ordered"`
+	LockDelay  client.Duration `json:"lock_delay"`
+	Held       []heldLock      `json:"held"`
+	Pending    []string        `json:"pending"`
+}
+
+type heldLock struct {
+	client.HeldLock
+	Expires string `json:"expires,omitempty"`
+}
+
+func runSessionCreate(e *env, args []string) int {
+	fs := e.flags("session create", "session create [--ttl D] [--name N] [--json]", true)
+	ttl := fs.Duration("ttl", 10*time.Second, "session TTL (1s–24h); with no keepalives the session expires after it")
+	name := fs.String("name", "", "a `name` for the session, shown by session list and the dashboard")
+	e.note(fs, `
+Prints the new session's id (--json: the whole session). lockctl sends the
+session no keepalives: it expires after --ttl, releasing whatever it holds,
+unless something keeps it alive (POST /v1/sessions/ID/keepalive).
+`)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
+	}
+	if *ttl < time.Second || *ttl > 24*time.Hour {
+		return e.usageErr(fs, "--ttl %v: want 1s–24h", *ttl)
+	}
+	return e.rawQuery("session create", func(ctx context.Context, a *rawAPI) int {
+		var s sessionInfo
+		body := map[string]any{"ttl": ttl.String()}
+		if *name != "" {
+			body["name"] = *name
+		}
+		// Repeating a create is harmless: a duplicate holds nothing and
+		// expires after its TTL.
+		if _, err := a.do(ctx, "POST", "/v1/sessions", body, &s, true); err != nil {
+			return e.fail("session create", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, s)
+		}
+		fmt.Fprintln(e.stdout, s.ID)
+		return exitOK
+	})
+}
+
+func runSessionList(e *env, args []string) int {
+	fs := e.flags("session list", "session list [--json]", true)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
+	}
+	return e.rawQuery("session list", func(ctx context.Context, a *rawAPI) int {
+		var ss []sessionInfo
+		if _, err := a.do(ctx, "GET", "/v1/sessions", nil, &ss, true); err != nil {
+			return e.fail("session list", err)
+		}
+		if ss == nil {
+			ss = []sessionInfo{}
+		}
+		if e.json {
+			return printJSON(e.stdout, ss)
+		}
+		w := table(e.stdout)
+		fmt.Fprintln(w, "ID\tNAME\tTTL\tHELD\tPENDING")
+		for _, s := range ss {
+			var held []string
+			for _, h := range s.Held {
+				held = append(held, h.Name)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%d\n", s.ID, orDash(s.Name), time.Duration(s.TTL),
+				orDash(strings.Join(held, ",")), len(s.Pending))
+		}
+		w.Flush()
+		return exitOK
+	})
+}
+
+// sessionArg parses the flags of a subcommand that takes one session ID.
+func (e *env) sessionArg(name string, args []string) (id string, code int, ok bool) {
+	fs := e.flags("session "+name, "session "+name+" [--json] ID", true)
+	e.note(fs, "\nExits 1 when there is no session ID (never created, expired or deleted).\n")
+	if code, ok := e.parse(fs, args); !ok {
+		return "", code, false
+	}
+	if fs.NArg() != 1 {
+		return "", e.usageErr(fs, "want exactly one session ID"), false
+	}
+	return fs.Arg(0), 0, true
+}
+
+// noSession reports a session that does not exist and returns exitFalse.
+func (e *env) noSession(cmd, id string) int {
+	fmt.Fprintf(e.stderr, "lockctl %s: no session %s (never created, expired or deleted)\n", cmd, id)
+	return exitFalse
+}
+
+func runSessionShow(e *env, args []string) int {
+	id, code, ok := e.sessionArg("show", args)
+	if !ok {
+		return code
+	}
+	return e.rawQuery("session show", func(ctx context.Context, a *rawAPI) int {
+		var s sessionInfo
+		_, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(id), nil, &s, true)
+		if errors.Is(err, client.ErrSessionNotFound) {
+			return e.noSession("session show", id)
+		}
+		if err != nil {
+			return e.fail("session show", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, s)
+		}
+		w := table(e.stdout)
+		fmt.Fprintf(w, "ID:\t%s\n", s.ID)
+		fmt.Fprintf(w, "Name:\t%s\n", orDash(s.Name))
+		fmt.Fprintf(w, "TTL:\t%v\n", time.Duration(s.TTL))
+		fmt.Fprintf(w, "On deadlock:\t%s\n", orDash(s.OnDeadlock))
+		fmt.Fprintf(w, "Ordered:\t%t\n", s.Ordered)
+		fmt.Fprintf(w, "Lock delay:\t%v\n", time.Duration(s.LockDelay))
+		fmt.Fprintf(w, "Pending:\t%s\n", orDash(strings.Join(s.Pending, ",")))
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "HELD LOCK\tMODE\tWEIGHT\tCOUNT\tTOKEN\tEXPIRES")
+		for _, h := range s.Held {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", h.Name, h.Mode, h.Weight, h.Count, h.Token, orDash(h.Expires))
+		}
+		w.Flush()
+		return exitOK
+	})
+}
+
+func runSessionDelete(e *env, args []string) int {
+	id, code, ok := e.sessionArg("delete", args)
+	if !ok {
+		return code
+	}
+	return e.rawQuery("session delete", func(ctx context.Context, a *rawAPI) int {
+		var r struct {
+			ID        string         `json:"id"`
+			Released  []releasedName `json:"released"`
+			Cancelled []string       `json:"cancelled"`
+		}
+		_, err := a.do(ctx, "DELETE", "/v1/sessions/"+pathEscape(id), nil, &r, true)
+		if errors.Is(err, client.ErrSessionNotFound) {
+			return e.noSession("session delete", id)
+		}
+		if err != nil {
+			return e.fail("session delete", err)
+		}
+		if e.json {
+			if r.Released == nil {
+				r.Released = []releasedName{}
+			}
+			if r.Cancelled == nil {
+				r.Cancelled = []string{}
+			}
+			return printJSON(e.stdout, r)
+		}
+		fmt.Fprintf(e.stdout, "deleted session %s", id)
+		if len(r.Released) > 0 {
+			fmt.Fprintf(e.stdout, "; released %s", joinReleased(r.Released))
+		}
+		if len(r.Cancelled) > 0 {
+			fmt.Fprintf(e.stdout, "; cancelled requests %s", strings.Join(r.Cancelled, ", "))
+		}
+		fmt.Fprintln(e.stdout)
+		return exitOK
+	})
+}
+
+type releasedName struct {
+	Name string `json:"name"`
+}
+
+func joinReleased(r []releasedName) string {
+	names := make([]string, len(r))
+	for i, n := range r {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// pathEscape escapes one path segment.
+func pathEscape(s string) string { return url.PathEscape(s) }
+
+func runRelease(e *env, args []string) int {
+	fs := e.flags("release", "release --session ID [--json] NAME", true)
+	sess := fs.String("session", "", "`ID` of the session whose hold to release (required)")
+	e.note(fs, `
+Releases one hold of NAME by session ID (a reentrant hold counts down by
+one). Exits 1 when the session does not exist or does not hold NAME. A
+release whose outcome is unknown (the node failed mid-call) is not resent;
+check with "lockctl session show ID".
+`)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "want exactly one NAME")
+	}
+	if *sess == "" {
+		return e.usageErr(fs, "--session is required")
+	}
+	name := fs.Arg(0)
+	return e.rawQuery("release", func(ctx context.Context, a *rawAPI) int {
+		var r struct {
+			Released []releasedName `json:"released"`
+		}
+		// Not idempotent (a reentrant hold would count down twice): sent
+		// to another node only when the connection was refused.
+		_, err := a.do(ctx, "POST", "/v1/release", map[string]string{"session": *sess, "name": name}, &r, false)
+		switch {
+		case errors.Is(err, client.ErrSessionNotFound):
+			return e.noSession("release", *sess)
+		case errors.Is(err, client.ErrNotHeld):
+			fmt.Fprintf(e.stderr, "lockctl release: session %s does not hold %s\n", *sess, name)
+			return exitFalse
+		case err != nil:
+			code := e.fail("release", err)
+			if code == exitUnavailable {
+				fmt.Fprintf(e.stderr, "lockctl release: the release may or may not have happened; check with: lockctl session show %s\n", *sess)
+			}
+			return code
+		}
+		// The answer does not say whether a reentrant hold remains: ask.
+		remaining := -1
+		var si sessionInfo
+		if _, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(*sess), nil, &si, true); err == nil {
+			remaining = 0
+			for _, h := range si.Held {
+				if h.Name == name {
+					remaining = h.Count
+				}
+			}
+		}
+		if e.json {
+			return printJSON(e.stdout, struct {
+				Session   string `json:"session"`
+				Name      string `json:"name"`
+				Remaining int    `json:"remaining"` // holds of NAME the session still has; -1: unknown
+			}{*sess, name, remaining})
+		}
+		switch {
+		case remaining == 0:
+			fmt.Fprintf(e.stdout, "released %s (session %s no longer holds it)\n", name, *sess)
+		case remaining > 0:
+			fmt.Fprintf(e.stdout, "released one hold of %s (session %s still holds it, count %d)\n", name, *sess, remaining)
+		default:
+			fmt.Fprintf(e.stdout, "released one hold of %s\n", name)
+		}
+		return exitOK
+	})
+}
+
+func runMembers(e *env, args []string) int {
+	fs := e.flags("members", "members [--json]", true)
+	e.note(fs, `
+Lists the cluster's members as the node answering sees them; the leader is
+marked "*". Exits 69 when that node sees no leader.
+`)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
+	}
+	return e.query("members", func(ctx context.Context, c *client.Client) int {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return e.fail("members", err)
+		}
+		type member struct {
+			client.Member
+			Leader bool `json:"leader"`
+		}
+		ms := make([]member, len(st.Members))
+		for i, m := range st.Members {
+			ms[i] = member{m, st.Leader.ID != "" && m.ID == st.Leader.ID}
+		}
+		code := exitOK
+		if st.Leader.ID == "" {
+			code = exitUnavailable
+			fmt.Fprintf(e.stderr, "lockctl members: cluster unavailable: %s sees no leader\n", st.NodeID)
+		}
+		if e.json {
+			printJSON(e.stdout, ms)
+			return code
+		}
+		w := table(e.stdout)
+		fmt.Fprintln(w, "ID\tHTTP\tRAFT\tVOTER\tSTATUS\tLEADER")
+		for _, m := range ms {
+			lead := ""
+			if m.Leader {
+				lead = "*"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\n", m.ID, orDash(m.HTTPAddr), orDash(m.RaftAddr), m.Voter, orDash(m.Status), lead)
+		}
+		w.Flush()
+		return code
+	})
+}
