@@ -113,6 +113,16 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		ctx, cancel = context.WithTimeout(ctx, forwardTimeout)
 		defer cancel()
 	}
+	if !mutates {
+		// A read-index or keepalive sent to a leader that hangs (paused,
+		// partitioned) must not wait out the caller's whole deadline while
+		// a new leader is elected: one attempt lasts about an election,
+		// then leaderCall looks for the leader again. Repeating these is
+		// safe.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*n.timing.heartbeat+n.timing.election)
+		defer cancel()
+	}
 	var wrote atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -736,4 +737,44 @@ func (c *client) goReattach(t *testing.T, addr, id string, total time.Duration) 
 		ch <- last
 	}()
 	return ch
+}
+
+// TestSessionSurvivesPausedLeader: the leader is frozen (SIGSTOP, a GC
+// pause or a hung VM), not killed. A session kept alive only through a
+// follower must live on: the follower's forwarded keepalives to the frozen
+// leader give up after about an election and find the new leader, which
+// re-armed the session with a full TTL. (Before forwarded keepalives had a
+// per-attempt bound, they hung on the frozen leader past that TTL.)
+func TestSessionSurvivesPausedLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.waitLeader(c.nodes, 30*time.Second)
+	f := c.others(leader)[0]
+	sid := must(t, "create session via "+f.id, func(ctx context.Context) (string, error) {
+		return c.api.createSession(ctx, f.httpAddr, "5s")
+	})
+	k := c.api.keepAlive(t, sid, time.Second, f.httpAddr)
+
+	leader.mu.Lock()
+	proc := leader.cmd.Process
+	leader.mu.Unlock()
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	t.Logf("froze leader %s", leader.id)
+	newLeader := c.waitLeader(c.others(leader), 30*time.Second)
+	t.Logf("new leader %s", newLeader.id)
+
+	// Three TTLs with the old leader frozen: the session must stay alive.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := k.stats(); st.notFound {
+			t.Fatalf("session expired while its keepalives went to a follower: %v\n%s", st.lastErr, k.log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := k.stats(); st.oks < 5 {
+		t.Fatalf("only %d keepalives succeeded in 15 s (%d failed, last: %v)", st.oks, st.fails, st.lastErr)
+	}
+	_ = proc.Signal(syscall.SIGCONT)
 }
