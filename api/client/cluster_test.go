@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"io"
 	"log/slog"
 	"net"
@@ -74,7 +75,7 @@ func startCluster(t *testing.T, n int) *procCluster {
 		}
 		nd.cmd = exec.Command(lockdBin, args...)
 		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
-		err = startProcess(nd.cmd)
+		err = lockdtest.Start(nd.cmd)
 		logf.Close()
 		if err != nil {
 			t.Fatalf("start %s: %v", nd.id, err)
@@ -82,7 +83,7 @@ func startCluster(t *testing.T, n int) *procCluster {
 		nd.exited = make(chan struct{})
 		go func(nd *procNode) {
 			_ = nd.cmd.Wait()
-			processExited(nd.cmd)
+			lockdtest.Exited(nd.cmd)
 			close(nd.exited)
 		}(nd)
 		c.nodes = append(c.nodes, nd)

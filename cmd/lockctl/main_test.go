@@ -9,14 +9,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +29,6 @@ var lockdBin, lockctlBin string
 // kills any process a failed test left behind.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	go spawner()
 	dir, err := os.MkdirTemp("", "lockctl-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockctl tests:", err)
@@ -41,7 +39,7 @@ func TestMain(m *testing.M) {
 			bin *string
 			pkg string
 		}{{&lockdBin, "cmd/lockd"}, {&lockctlBin, "cmd/lockctl"}} {
-			if *b.bin, err = build(dir, b.pkg); err != nil {
+			if *b.bin, err = lockdtest.Build(dir, b.pkg); err != nil {
 				fmt.Fprintf(os.Stderr, "lockctl tests: build %s: %v\n", b.pkg, err)
 				os.RemoveAll(dir)
 				os.Exit(1)
@@ -49,28 +47,12 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	if n := reapAll(); n > 0 {
+	if n := lockdtest.ReapAll(); n > 0 {
 		fmt.Fprintf(os.Stderr, "lockctl tests: killed %d process(es) still running\n", n)
 		code = 1
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func build(dir, pkg string) (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go command: %w", err)
-		}
-	}
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/lockd/lockd/"+pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // needBinaries skips the test in -short mode.
@@ -79,53 +61,6 @@ func needBinaries(t *testing.T) {
 	if testing.Short() || lockdBin == "" {
 		t.Skip("runs real lockd and lockctl processes; skipped with -short")
 	}
-}
-
-// spawnc carries process starts to the spawner goroutine, whose OS thread
-// lives as long as the test process: PR_SET_PDEATHSIG fires when the
-// thread that forked the child exits.
-var spawnc = make(chan func())
-
-func spawner() {
-	runtime.LockOSThread()
-	for f := range spawnc {
-		f()
-	}
-}
-
-// startProcess starts cmd with PDEATHSIG=SIGKILL, so even a test binary
-// that dies takes its children with it.
-func startProcess(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	errc := make(chan error, 1)
-	spawnc <- func() { errc <- cmd.Start() }
-	if err := <-errc; err != nil {
-		return err
-	}
-	live.Lock()
-	live.m[cmd] = struct{}{}
-	live.Unlock()
-	return nil
-}
-
-func processExited(cmd *exec.Cmd) {
-	live.Lock()
-	delete(live.m, cmd)
-	live.Unlock()
-}
-
-var live = struct {
-	sync.Mutex
-	m map[*exec.Cmd]struct{}
-}{m: make(map[*exec.Cmd]struct{})}
-
-func reapAll() int {
-	live.Lock()
-	defer live.Unlock()
-	for cmd := range live.m {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-	}
-	return len(live.m)
 }
 
 // startDev starts `lockd --dev` on a free port, waits until it leads and
@@ -153,11 +88,11 @@ func startDevProc(t *testing.T) (string, *os.Process) {
 	}
 	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := startProcess(cmd); err != nil {
+	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); processExited(cmd); out.Close(); close(done) }()
+	go func() { cmd.Wait(); lockdtest.Exited(cmd); out.Close(); close(done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT) // in case a test stopped it
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -221,12 +156,12 @@ func startLockctl(t *testing.T, addr, dir string, args ...string) *lockctlProc {
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), "LOCKD_ADDR="+addr)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := startProcess(p.cmd); err != nil {
+	if err := lockdtest.Start(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		err := p.cmd.Wait()
-		processExited(p.cmd)
+		lockdtest.Exited(p.cmd)
 		p.code = p.cmd.ProcessState.ExitCode()
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"io"
 	"net"
 	"net/http"
@@ -120,14 +121,14 @@ func (c *cluster) start(nd *node) {
 		time.Now().Format(time.RFC3339Nano), strings.Join(nd.args, " "))
 	cmd := exec.Command(lockdBin, nd.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := startProcess(cmd); err != nil {
+	if err := lockdtest.Start(cmd); err != nil {
 		c.t.Fatalf("start %s: %v", nd.id, err)
 	}
 	exited := make(chan struct{})
 	nd.cmd, nd.exited = cmd, exited
 	go func() {
 		err := cmd.Wait()
-		processExited(cmd)
+		lockdtest.Exited(cmd)
 		nd.mu.Lock()
 		if nd.cmd == cmd { // not killed by the test
 			nd.cmd = nil
