@@ -21,6 +21,15 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		os.Exit(1)
+	}
+}
+
+// run does the work; returning (not exiting) lets the deferred cluster
+// stop run on every path, so no spawned lockd outlives lockbench.
+func run() error {
 	var (
 		addrs    = flag.String("addrs", "", "comma-separated HTTP addresses of running nodes")
 		spawn    = flag.Int("spawn", 0, "start a local cluster of this many lockd processes instead")
@@ -34,23 +43,23 @@ func main() {
 	flag.Parse()
 	counts, err := parseCounts(*clients)
 	if err != nil {
-		fatal(err)
+		return err
 	}
 	nodes := splitList(*addrs)
 	if *spawn > 0 {
 		c, err := startCluster(*lockd, *spawn)
 		if err != nil {
-			fatal(err)
+			return err
 		}
 		defer c.stop()
 		nodes = c.addrs
 	}
 	if len(nodes) == 0 {
-		fatal(fmt.Errorf("give --addrs or --spawn"))
+		return fmt.Errorf("give --addrs or --spawn")
 	}
 	leader, err := waitLeader(nodes, 30*time.Second) // also: the cluster is up
 	if err != nil {
-		fatal(err)
+		return err
 	}
 	targets := []string{leader}
 	if *spread {
@@ -59,13 +68,14 @@ func main() {
 	fmt.Printf("lockbench: %d node(s), clients to %s, %v per run\n", len(nodes), strings.Join(targets, ","), *duration)
 	fmt.Printf("%8s %12s %12s %10s %10s %10s %8s\n", "clients", "pairs", "pairs/s", "p50", "p99", "max", "errors")
 	for _, n := range counts {
-		r, err := run(targets, n, *prefix, *warmup, *duration)
+		r, err := bench(targets, n, *prefix, *warmup, *duration)
 		if err != nil {
-			fatal(err)
+			return err
 		}
 		fmt.Printf("%8d %12d %12.0f %10v %10v %10v %8d\n", n, r.pairs, r.rate(),
 			r.quantile(0.50), r.quantile(0.99), r.quantile(1), r.errors)
 	}
+	return nil
 }
 
 func parseCounts(s string) ([]int, error) {
@@ -88,9 +98,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "lockbench:", err)
-	os.Exit(1)
 }

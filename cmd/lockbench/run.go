@@ -30,8 +30,8 @@ func (r *result) quantile(q float64) time.Duration {
 	return r.lat[i].Round(10 * time.Microsecond)
 }
 
-// run drives n clients against targets for d after a warmup.
-func run(targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
+// bench drives n clients against targets for d after a warmup.
+func bench(targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
 	hc := &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: n + 4, MaxConnsPerHost: n + 4},
