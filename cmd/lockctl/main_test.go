@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"net"
@@ -28,31 +27,7 @@ var lockdBin, lockctlBin string
 // TestMain builds cmd/lockd and cmd/lockctl once, like cmd/lockd/e2e, and
 // kills any process a failed test left behind.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "lockctl-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockctl tests:", err)
-		os.Exit(1)
-	}
-	if !testing.Short() {
-		for _, b := range []struct {
-			bin *string
-			pkg string
-		}{{&lockdBin, "cmd/lockd"}, {&lockctlBin, "cmd/lockctl"}} {
-			if *b.bin, err = lockdtest.Build(dir, b.pkg); err != nil {
-				fmt.Fprintf(os.Stderr, "lockctl tests: build %s: %v\n", b.pkg, err)
-				os.RemoveAll(dir)
-				os.Exit(1)
-			}
-		}
-	}
-	code := m.Run()
-	if n := lockdtest.ReapAll(); n > 0 {
-		fmt.Fprintf(os.Stderr, "lockctl tests: killed %d process(es) still running\n", n)
-		code = 1
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	lockdtest.Main(m, "lockctl tests", map[string]*string{"cmd/lockd": &lockdBin, "cmd/lockctl": &lockctlBin})
 }
 
 // needBinaries skips the test in -short mode.

@@ -20,10 +20,7 @@
 package e2e
 
 import (
-	"flag"
-	"fmt"
 	"github.com/lockd/lockd/cmd/lockd/lockdtest"
-	"os"
 	"testing"
 )
 
@@ -31,27 +28,7 @@ import (
 var lockdBin string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "lockd-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-	if !testing.Short() {
-		lockdBin, err = lockdtest.Build(dir, "cmd/lockd")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: build lockd:", err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if n := lockdtest.ReapAll(); n > 0 {
-		fmt.Fprintf(os.Stderr, "e2e: %d lockd process(es) were still running after the tests; killed them\n", n)
-		code = 1
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	lockdtest.Main(m, "e2e", map[string]*string{"cmd/lockd": &lockdBin})
 }
 
 // needBinary skips the test in -short mode (no binary was built).

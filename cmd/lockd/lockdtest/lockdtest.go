@@ -10,13 +10,16 @@
 package lockdtest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 // Build builds github.com/lockd/lockd/<pkg> (e.g. "cmd/lockd") statically
@@ -89,4 +92,42 @@ func ReapAll() int {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 	}
 	return len(live.m)
+}
+
+// Main is a test binary's TestMain: it builds each package named in bins
+// (e.g. "cmd/lockd") into a temporary directory and stores the binary's
+// path in the variable it points to (nothing is built with -short), runs
+// the tests, fails the run if any started process was still running (and
+// kills it), and removes the binaries. name prefixes its messages.
+func Main(m *testing.M, name string, bins map[string]*string) {
+	flag.Parse()
+	os.Exit(run(m, name, bins))
+}
+
+func run(m *testing.M, name string, bins map[string]*string) int {
+	dir, err := os.MkdirTemp("", "lockdtest-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if !testing.Short() {
+		pkgs := make([]string, 0, len(bins))
+		for pkg := range bins {
+			pkgs = append(pkgs, pkg)
+		}
+		slices.Sort(pkgs)
+		for _, pkg := range pkgs {
+			if *bins[pkg], err = Build(dir, pkg); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+				return 1
+			}
+		}
+	}
+	code := m.Run()
+	if n := ReapAll(); n > 0 {
+		fmt.Fprintf(os.Stderr, "%s: %d process(es) were still running after the tests; killed them\n", name, n)
+		code = 1
+	}
+	return code
 }
