@@ -24,38 +24,51 @@ const cleanupTimeout = 10 * time.Second
 // Lock acquires name exclusively, waiting until it is granted or ctx
 // ends (see the package documentation for what happens then).
 func (s *Session) Lock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, false)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, untilCtx)
 }
 
 // RLock acquires name shared with other readers.
 func (s *Session) RLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, false)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, untilCtx)
 }
 
 // TryLock acquires name exclusively only if it is free right now; else it
 // returns an error matching ErrLocked (and ErrTimeout), whose message
 // names the holders.
 func (s *Session) TryLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, true)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, 0)
 }
 
 // Acquire takes weight permits of the semaphore name of limit permits
 // (every user of the name must agree on limit: else ErrLimitMismatch).
 func (s *Session) Acquire(ctx context.Context, name string, weight, limit int) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, false)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, untilCtx)
 }
 
 // AcquireMulti acquires several locks atomically: all of them, any one,
 // or a majority, as require says (never a useless subset). The Grant
 // lists what was granted.
 func (s *Session) AcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, false)
+	return s.acquire(ctx, locks, require, untilCtx)
 }
 
 // TryAcquireMulti is AcquireMulti without waiting.
 func (s *Session) TryAcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, true)
+	return s.acquire(ctx, locks, require, 0)
 }
+
+// AcquireWithin is AcquireMulti with a wait bounded by the server: the
+// request waits at most wait (capped by the server's maximum) and then
+// fails with ErrTimeout, a definite answer — nothing is held — unlike an
+// ended ctx, after which the client has to cancel the request. ctx still
+// bounds the whole call, failover included.
+func (s *Session) AcquireWithin(ctx context.Context, locks []LockSpec, require Require, wait time.Duration) (*Grant, error) {
+	return s.acquire(ctx, locks, require, max(wait, 0))
+}
+
+// untilCtx as an acquire's wait: until ctx ends, renewing requests that
+// the server ends earlier.
+const untilCtx = time.Duration(-1)
 
 // Unlock releases one hold of name (a reentrant hold counts down by one).
 // ErrNotHeld when the session does not hold it.
@@ -155,8 +168,8 @@ func (s *Session) noteLost(err error) {
 }
 
 // acquire runs acquires until one is granted, fails for good, or ctx
-// ends. try asks for wait 0.
-func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, try bool) (*Grant, error) {
+// ends. wait is the server-side wait of one request, or untilCtx.
+func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, wait time.Duration) (*Grant, error) {
 	what := locks[0].Name
 	if len(locks) > 1 {
 		what = fmt.Sprintf("%s (+%d more)", what, len(locks)-1)
@@ -164,9 +177,9 @@ func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require
 	if err := s.usable(); err != nil {
 		return nil, fmt.Errorf("lockd acquire %s: %w", what, err)
 	}
+	renew := wait == untilCtx
 	for {
-		wait := time.Duration(0)
-		if !try {
+		if renew {
 			wait = waitFor(ctx)
 		}
 		body := acquireBody{Session: s.id, RequestID: newRequestID(), Locks: locks, Require: require, Wait: Duration(wait)}
@@ -179,7 +192,7 @@ func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require
 		// The server's wait is capped below ours: the request ended, so a
 		// new one (new id) cannot double-acquire. Keep going while ctx
 		// allows.
-		if !try && errors.Is(err, ErrTimeout) && ctx.Err() == nil && waitFor(ctx) > minRetryWait {
+		if renew && errors.Is(err, ErrTimeout) && ctx.Err() == nil && waitFor(ctx) > minRetryWait {
 			continue
 		}
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

@@ -183,3 +183,29 @@ func TestReadSharedMultiSurrender(t *testing.T) {
 		t.Fatalf("status %+v, %v", st, err)
 	}
 }
+
+// AcquireWithin ends with a definite ErrTimeout when the server's wait
+// runs out, long before ctx, and leaves no waiter behind.
+func TestAcquireWithinTimesOutOnTheServer(t *testing.T) {
+	_, c := devFixture(t, nil)
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	if _, err := a.Lock(ctxFor(t, 5*time.Second), "within/x"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	_, err := b.AcquireWithin(ctx, []client.LockSpec{{Name: "within/x"}}, client.RequireAll, 300*time.Millisecond)
+	if !errors.Is(err, client.ErrTimeout) || ctx.Err() != nil {
+		t.Fatalf("AcquireWithin of a held lock: %v (ctx %v), want ErrTimeout", err, ctx.Err())
+	}
+	info, err := c.GetLock(ctxFor(t, 5*time.Second), "within/x")
+	if err != nil || len(info.Waiters) != 0 || len(info.Holders) != 1 {
+		t.Fatalf("after the timeout: %+v, %v", info, err)
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), "within/x"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.AcquireWithin(ctx, []client.LockSpec{{Name: "within/x"}}, client.RequireAll, time.Second)
+	if err != nil || g.Token == 0 {
+		t.Fatalf("AcquireWithin of a free lock: %+v, %v", g, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -27,7 +28,18 @@ type config struct {
 	RaftTiming                                 float64
 	SnapshotThreshold, TrailingLogs            uint64
 	SnapshotInterval                           time.Duration
+	Unsafe                                     string
 }
+
+// unsafeNoConsensus is the only --unsafe mode: every node bootstraps a
+// one-voter cluster of its own and skips gossip, so each grants locks from
+// its own table. It exists so that the Jepsen suite can prove its
+// checkers catch a lock service without consensus (a negative control).
+const unsafeNoConsensus = "no-consensus"
+
+// envUnsafe is the default of --unsafe, so that a compose file can switch
+// it on for a whole cluster without changing every node's command line.
+const envUnsafe = "LOCKD_UNSAFE"
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
@@ -50,6 +62,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m)")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240)")
+	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
+		"TESTING ONLY, breaks every guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own (default $"+envUnsafe+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -92,6 +106,8 @@ func (c *config) check() error {
 		return errors.New("--raft-timing must be positive")
 	case c.MaxWait <= 0:
 		return errors.New("--max-wait must be positive")
+	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus:
+		return fmt.Errorf("--unsafe %q: the only mode is %q", c.Unsafe, unsafeNoConsensus)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	}

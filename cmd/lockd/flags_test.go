@@ -37,9 +37,22 @@ func TestParseFlags(t *testing.T) {
 		"--node-id n1 --data-dir /d --raft-timing 0",
 		"--node-id n1 --data-dir /d extra",
 		"--dev --join 127.0.0.1:7202",
+		"--node-id n1 --data-dir /d --unsafe yes",
 	} {
 		if _, err := parseFlags(strings.Fields(bad)); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
+	}
+}
+
+func TestUnsafeFromEnvironment(t *testing.T) {
+	t.Setenv(envUnsafe, unsafeNoConsensus)
+	c, err := parseFlags(strings.Fields("--node-id n1 --data-dir /d"))
+	if err != nil || c.Unsafe != unsafeNoConsensus {
+		t.Fatalf("unsafe from env: %+v, %v", c, err)
+	}
+	t.Setenv(envUnsafe, "")
+	if c, err = parseFlags(strings.Fields("--node-id n1 --data-dir /d")); err != nil || c.Unsafe != "" {
+		t.Fatalf("unsafe by default: %+v, %v", c, err)
 	}
 }

@@ -131,8 +131,13 @@ func (a *agent) serveHTTP() error {
 }
 
 // join starts gossip, which bootstraps or joins raft; a --dev node
-// bootstraps itself alone instead.
+// bootstraps itself alone instead, and so does every node under
+// --unsafe no-consensus (see flags.go).
 func (a *agent) join() error {
+	if a.cfg.Unsafe == unsafeNoConsensus {
+		a.log.Error("UNSAFE: --unsafe " + unsafeNoConsensus + ": this node is a cluster of its own; locks are not mutually exclusive across nodes")
+		return devBootstrap(a.node, a.cfg.NodeID)
+	}
 	if a.cfg.Dev {
 		return devBootstrap(a.node, a.cfg.NodeID)
 	}

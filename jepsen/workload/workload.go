@@ -1,0 +1,209 @@
+// Package workload drives lockd with concurrent clients (the Go client,
+// one session per history process) and records every operation in a
+// history: the mutex, semaphore, rw, multi, deadlock and hierarchy
+// workloads of the Jepsen suite.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/jepsen/history"
+	"github.com/lockd/lockd/jepsen/resource"
+)
+
+// Env is what the workers of a run share.
+type Env struct {
+	Rec       *history.Recorder
+	Res       *resource.Resource
+	Endpoints []string      // every node's HTTP address
+	TTL       time.Duration // session TTL
+	Wait      time.Duration // server-side wait of an acquire
+	Hold      time.Duration // mean time a holder works
+	Pauses    *Pauses       // client pauses asked by the nemesis (may be nil)
+	Seed      uint64
+	Log       *slog.Logger
+
+	elements atomic.Int64
+	procs    atomic.Int64
+}
+
+func (e *Env) nextElement() int64 { return e.elements.Add(1) }
+
+// Workload is one kind of client behaviour.
+type Workload interface {
+	// Name is the workload's name on the command line.
+	Name() string
+	// Cycle runs one round for p: acquire, use the resource, release.
+	Cycle(ctx context.Context, p *Proc)
+	// Final is the liveness round after the final heal: one acquire that
+	// must be granted within wait, then its release.
+	Final(ctx context.Context, p *Proc, wait time.Duration)
+	// Limit is the semaphore limit the workload uses (0: none).
+	Limit() int
+}
+
+// Names lists the workloads.
+var Names = []string{"mutex", "semaphore", "rw", "multi", "deadlock", "hierarchy"}
+
+// New returns the workload called name.
+func New(name string) (Workload, error) {
+	switch name {
+	case "mutex":
+		return mutex{}, nil
+	case "semaphore":
+		return semaphore{limit: 2}, nil
+	case "rw":
+		return rw{}, nil
+	case "multi":
+		return multi{}, nil
+	case "deadlock":
+		return deadlock{}, nil
+	case "hierarchy":
+		return hierarchy{}, nil
+	}
+	return nil, fmt.Errorf("unknown workload %q (want one of %v)", name, Names)
+}
+
+// worker is one client goroutine: one Go client (with its own pause
+// gate) and a succession of processes.
+type worker struct {
+	idx  int
+	env  *Env
+	c    *client.Client
+	gate *gate
+	rng  *rand.Rand
+	proc *Proc
+}
+
+// Clients is a set of workers.
+type Clients struct {
+	env     *Env
+	w       Workload
+	workers []*worker
+}
+
+// NewClients makes n workers; worker i talks first to endpoint i mod
+// len(endpoints) (the client then follows the leader).
+func NewClients(env *Env, w Workload, n int) (*Clients, error) {
+	if env.Log == nil {
+		env.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cs := &Clients{env: env, w: w}
+	for i := range n {
+		eps := make([]string, 0, len(env.Endpoints))
+		for j := range env.Endpoints {
+			eps = append(eps, env.Endpoints[(i+j)%len(env.Endpoints)])
+		}
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		g := &gate{base: base}
+		c, err := client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log))
+		if err != nil {
+			return nil, err
+		}
+		cs.workers = append(cs.workers, &worker{idx: i, env: env, c: c, gate: g,
+			rng: rand.New(rand.NewPCG(env.Seed, uint64(i)))})
+	}
+	return cs, nil
+}
+
+// proc returns the worker's live process, opening a new session when
+// the last one retired. nil when ctx ends first.
+func (w *worker) procFor(ctx context.Context) *Proc {
+	if w.proc != nil && !w.proc.retired {
+		return w.proc
+	}
+	if w.proc != nil {
+		w.proc.close(ctx)
+		w.proc = nil
+	}
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, opTimeout)
+		s, err := w.c.NewSession(sctx, w.env.TTL, client.WithSessionName("jepsen-w"+strconv.Itoa(w.idx)))
+		cancel()
+		if err == nil {
+			w.proc = &Proc{ID: int(w.env.procs.Add(1) - 1), w: w, s: s, rng: w.rng}
+			return w.proc
+		}
+		w.env.Log.Info("jepsen: new session failed", "worker", w.idx, "err", err)
+		Sleep(ctx, 200*time.Millisecond)
+	}
+	return nil
+}
+
+// Run runs cycles on every worker until ctx ends.
+func (cs *Clients) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range cs.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				p := w.procFor(ctx)
+				if p == nil {
+					return
+				}
+				cs.w.Cycle(ctx, p)
+				Sleep(ctx, time.Duration(w.rng.Int64N(int64(cs.env.Hold)+1)))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Final runs the liveness round on every worker at once: each must be
+// granted within wait.
+func (cs *Clients) Final(ctx context.Context, wait time.Duration) {
+	var wg sync.WaitGroup
+	for _, w := range cs.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p := w.procFor(ctx); p != nil {
+				cs.w.Final(ctx, p, wait)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Close closes every worker's session (recorded), so that the history
+// ends with nothing held.
+func (cs *Clients) Close(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range cs.workers {
+		if w.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.proc.close(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// FinalRead records the resource's registers, for the set-full check.
+func FinalRead(rec *history.Recorder, res *resource.Resource) {
+	rec.Add(history.Event{Type: history.OK, Process: history.Harness, F: history.FinalRead, Values: res.Snapshot()})
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// jitter returns a duration in [d/2, 3d/2).
+func jitter(r *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + time.Duration(r.Int64N(int64(d)))
+}

@@ -1,0 +1,156 @@
+//go:build linux
+
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
+	"github.com/lockd/lockd/jepsen/checker"
+	"github.com/lockd/lockd/jepsen/history"
+	"github.com/lockd/lockd/jepsen/resource"
+	"github.com/lockd/lockd/jepsen/workload"
+)
+
+// startDev runs `lockd --dev` on a free port and returns its address.
+func startDev(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the lockd binary (not built with -short)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
+	if err := lockdtest.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); lockdtest.Exited(cmd) })
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/v1/status")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return addr
+			}
+		}
+		if i == 100 {
+			t.Fatalf("lockd --dev on %s did not start: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runWorkload drives name against a dev node for d, with one client
+// pause past the TTL when pause is set, and returns the checkers'
+// results and the events.
+func runWorkload(t *testing.T, addr, name string, fenced, pause bool, d time.Duration) ([]checker.Result, []history.Event) {
+	t.Helper()
+	w, err := workload.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := history.NewRecorder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resource.New(fenced)
+	env := &workload.Env{Rec: rec, Res: res, Endpoints: []string{addr}, TTL: time.Second,
+		Wait: 2 * time.Second, Hold: 20 * time.Millisecond, Pauses: &workload.Pauses{}, Seed: 1}
+	cs, err := workload.NewClients(env, w, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if pause {
+		go func() {
+			time.Sleep(d / 4)
+			pctx, pcancel := context.WithTimeout(ctx, d/2)
+			defer pcancel()
+			who, err := env.Pauses.Pause(pctx, 3*time.Second)
+			rec.Add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start,
+				Fault: "client-pause", Targets: []string{who}, Error: fmt.Sprint(err)})
+		}()
+	}
+	cs.Run(ctx)
+	rec.Add(history.Event{Type: history.Info, Process: history.Harness, F: history.Phase, Fault: "final"})
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer fcancel()
+	cs.Final(fctx, 10*time.Second)
+	cs.Close(fctx)
+	workload.FinalRead(rec, res)
+	events := rec.Events()
+	return checker.All(events, checker.Config{Workload: name, Limit: w.Limit(), Fenced: fenced,
+		LinearizabilityTimeout: time.Minute, LivenessBound: 10 * time.Second}), events
+}
+
+func count(events []history.Event, f string, typ history.Type) int {
+	n := 0
+	for _, e := range events {
+		if e.F == f && e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Every workload, against a real (single) lockd, records a history that
+// every checker finds valid, with grants and resource uses in it.
+func TestWorkloadsValidAgainstRealLockd(t *testing.T) {
+	addr := startDev(t)
+	for _, name := range workload.Names {
+		t.Run(name, func(t *testing.T) {
+			results, events := runWorkload(t, addr, name, true, false, 2*time.Second)
+			for _, r := range results {
+				if !r.OK() {
+					t.Errorf("%s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+				}
+			}
+			if n := count(events, history.Acquire, history.OK); n < 4 {
+				t.Errorf("only %d grants", n)
+			}
+			if name == "deadlock" && count(events, history.Acquire, history.Fail) == 0 {
+				t.Logf("no deadlock in this short run (grants %d)", count(events, history.Acquire, history.OK))
+			}
+		})
+	}
+}
+
+// A client paused past its TTL (a GC pause) comes back and writes with
+// its old token: the fenced resource refuses it and the history stays
+// valid; the same pause against an unfenced resource loses an
+// acknowledged element, which the checkers flag.
+func TestClientPauseIsFencedAndUnfencedIsCaught(t *testing.T) {
+	addr := startDev(t)
+	results, events := runWorkload(t, addr, "mutex", true, true, 8*time.Second)
+	for _, r := range results {
+		if !r.OK() {
+			t.Errorf("fenced: %s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+		}
+	}
+	if n := count(events, history.ResWrite, history.Fail); n == 0 {
+		t.Errorf("fenced: the paused client's write was not refused (lost sessions: %d)", count(events, history.Lost, history.Info))
+	}
+
+	results, _ = runWorkload(t, addr, "mutex", false, true, 8*time.Second)
+	flagged := false
+	for _, r := range results {
+		if r.Verdict == checker.Invalid {
+			flagged = true
+			t.Logf("unfenced flagged by %s: %v", r.Checker, r.Anomalies)
+		}
+	}
+	if !flagged {
+		t.Error("unfenced resource with a client paused past its TTL: no checker flagged it")
+	}
+}
