@@ -1,0 +1,358 @@
+package checker
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+type histCase struct {
+	name  string
+	build func(h *hb)
+	valid bool
+	want  Verdict // overrides valid when set
+}
+
+func runCases(t *testing.T, cases []histCase, check func([]history.Event) Result) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hb{}
+			tc.build(h)
+			r := check(h.ev)
+			want := tc.want
+			if want == "" {
+				want = Invalid
+				if tc.valid {
+					want = Valid
+				}
+			}
+			if r.Verdict != want {
+				t.Fatalf("verdict %s, want %s: %v %v %s", r.Verdict, want, r.Anomalies, r.Counts, r.Note)
+			}
+		})
+	}
+}
+
+func TestTokens(t *testing.T) {
+	runCases(t, []histCase{
+		{"increasing", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.release(1, "a")
+			h.lock(2, "a", 4)
+		}, true, ""},
+		{"decreasing", func(h *hb) {
+			h.lock(1, "a", 5)
+			h.release(1, "a")
+			h.lock(2, "a", 3)
+		}, false, ""},
+		{"equal exclusive in real-time order", func(h *hb) {
+			h.lock(1, "a", 5)
+			h.release(1, "a")
+			h.lock(2, "a", 5)
+		}, false, ""},
+		{"duplicate exclusive, concurrent", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.acquire(2, wl("a"))
+			h.granted(1, wg("a", 5))
+			h.granted(2, wg("a", 5))
+		}, false, ""},
+		{"concurrent grants in any token order", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.acquire(2, wl("a"))
+			h.granted(2, wg("a", 9))
+			h.granted(1, wg("a", 5))
+		}, true, ""},
+		{"readers share a token", func(h *hb) {
+			h.lock(3, "a", 2)
+			h.acquire(1, rl("a"))
+			h.acquire(2, rl("a"))
+			h.granted(1, rg("a", 7))
+			h.release(3, "a")
+			h.granted(2, rg("a", 7))
+			h.acquire(4, rl("a"))
+			h.granted(4, rg("a", 7)) // joins: same token is fine for readers
+		}, true, ""},
+		{"reader after writer with equal token", func(h *hb) {
+			h.lock(3, "a", 7)
+			h.acquire(1, rl("a"))
+			h.granted(1, rg("a", 7))
+		}, false, ""},
+		{"semaphore permits may share", func(h *hb) {
+			h.acquire(1, sl("s", 3))
+			h.granted(1, wg("s", 4))
+			h.acquire(2, sl("s", 3))
+			h.granted(2, wg("s", 4))
+		}, true, ""},
+		{"names are independent", func(h *hb) {
+			h.lock(1, "a", 9)
+			h.lock(2, "b", 3)
+		}, true, ""},
+	}, func(ev []history.Event) Result { return Tokens(ev, Config{}) })
+}
+
+func TestLinearizable(t *testing.T) {
+	cases := []histCase{
+		{"sequential mutex", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.release(1, "a")
+			h.lock(2, "a", 3)
+			h.release(2, "a")
+			h.close(2, history.OK)
+		}, true, ""},
+		{"two overlapping grants", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lock(2, "a", 3)
+		}, false, ""},
+		{"acquire after release, then the old holder releases again", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.release(1, "a")
+			h.release(1, "a")
+		}, false, ""},
+		{"decreasing token", func(h *hb) {
+			h.lock(1, "a", 5)
+			h.release(1, "a")
+			h.lock(2, "a", 3)
+		}, false, ""},
+		{"concurrent acquires wait for a release", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.acquire(2, wl("a"))
+			h.acquire(3, wl("a"))
+			h.releaseInv(1, "a")
+			h.granted(2, wg("a", 4))
+			h.done(1, history.Release, history.OK, "")
+			h.done(3, history.Acquire, history.Fail, "timeout")
+			h.release(2, "a")
+		}, true, ""},
+		{"paused past TTL: lost, then another process acquires", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lock(2, "a", 7) // p1's session expired meanwhile
+			h.res(1, history.ResWrite, wg("a", 1), 0, 1, "stale")
+			h.lost(1)
+			h.release(2, "a")
+		}, true, ""},
+		{"paused past TTL: release fails not_held", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lock(2, "a", 7)
+			h.releaseInv(1, "a")
+			h.done(1, history.Release, history.Fail, "not_held")
+			h.release(2, "a")
+		}, true, ""},
+		{"info acquire then close ok", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.done(1, history.Acquire, history.Info, "")
+			h.close(1, history.OK)
+			h.lock(2, "a", 9)
+		}, true, ""},
+		{"info acquire then close info", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.done(1, history.Acquire, history.Info, "")
+			h.close(1, history.Info)
+			h.lock(2, "a", 9)
+			h.release(2, "a")
+			h.lock(3, "a", 12)
+		}, true, ""},
+		{"info acquire, never closed", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.done(1, history.Acquire, history.Info, "")
+			h.lock(2, "a", 9)
+		}, true, ""},
+		{"close ok releases; close info of a holder may keep holding", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.close(1, history.Info)
+			h.lock(2, "a", 9)
+		}, true, ""},
+		{"readers overlap", func(h *hb) {
+			h.acquire(1, rl("a"))
+			h.granted(1, rg("a", 2))
+			h.acquire(2, rl("a"))
+			h.granted(2, rg("a", 2))
+		}, true, ""},
+		{"reader and writer overlap", func(h *hb) {
+			h.acquire(1, rl("a"))
+			h.granted(1, rg("a", 2))
+			h.lock(2, "a", 5)
+		}, false, ""},
+		{"hierarchy conflict", func(h *hb) {
+			h.lock(1, "h", 2)
+			h.lock(2, "h/a", 5)
+		}, false, ""},
+		{"hierarchy siblings", func(h *hb) {
+			h.lock(1, "h/b", 2)
+			h.lock(2, "h/a", 5)
+		}, true, ""},
+		{"semaphore within limit", func(h *hb) {
+			for p := 1; p <= 2; p++ {
+				h.acquire(p, sl("s", 2))
+				h.granted(p, wg("s", uint64(p)))
+			}
+		}, true, ""},
+		{"semaphore over limit", func(h *hb) {
+			for p := 1; p <= 3; p++ {
+				h.acquire(p, sl("s", 2))
+				h.granted(p, wg("s", uint64(p)))
+			}
+		}, false, ""},
+		{"majority met", func(h *hb) {
+			h.acquireReq(1, "majority", wl("x"), wl("y"), wl("z"))
+			h.granted(1, wg("x", 2), wg("y", 2))
+			h.lock(2, "z", 3)
+		}, true, ""},
+		{"majority short", func(h *hb) {
+			h.acquireReq(1, "majority", wl("x"), wl("y"), wl("z"))
+			h.granted(1, wg("x", 2))
+		}, false, ""},
+		{"multi-lock all conflicts", func(h *hb) {
+			h.lock(2, "y", 1)
+			h.acquire(1, wl("x"), wl("y"))
+			h.granted(1, wg("x", 2), wg("y", 2))
+		}, false, ""},
+	}
+	runCases(t, cases, func(ev []history.Event) Result { return Linearizable(ev, Config{}) })
+}
+
+func TestLinearizableVisualisation(t *testing.T) {
+	dir := t.TempDir()
+	h := &hb{}
+	h.lock(1, "a", 1)
+	h.lock(2, "a", 3)
+	h.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start, Fault: "kill"})
+	h.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Stop, Fault: "kill"})
+	r := Linearizable(h.ev, Config{OutDir: dir})
+	if r.OK() || len(r.Files) != 1 {
+		t.Fatalf("result %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, r.Files[0]))
+	if err != nil || len(b) < 1000 {
+		t.Fatalf("visualisation: %v (%d bytes)", err, len(b))
+	}
+}
+
+func TestSetFull(t *testing.T) {
+	base := func(h *hb) {
+		h.res(1, history.ResWrite, wg("a", 1), 1, 1, "")
+		h.res(1, history.ResWrite, wg("a", 1), 2, 2, "")
+		h.add(history.Event{Type: history.Invoke, Process: 2, F: history.ResWrite, Granted: []history.Granted{wg("a", 3)}, Value: 3})
+		h.done(2, history.ResWrite, history.Info, "")
+		h.res(4, history.ResWrite, wg("a", 0), 0, 4, "stale")
+	}
+	runCases(t, []histCase{
+		{"all present, unknown recovered", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1, 2, 3}})
+		}, true, ""},
+		{"unknown absent", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1, 2}})
+		}, true, ""},
+		{"lost element", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1}})
+		}, false, ""},
+		{"duplicated element", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1, 2, 2}})
+		}, false, ""},
+		{"rejected element present", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1, 2, 4}})
+		}, false, ""},
+		{"never written element present", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1, 2, 99}})
+		}, false, ""},
+		{"element in the wrong register", func(h *hb) {
+			base(h)
+			h.finalRead(map[string][]int64{"a": {1}, "b": {2}})
+		}, false, ""},
+		{"no final read", base, false, Unknown},
+	}, func(ev []history.Event) Result { return SetFull(ev, Config{}) })
+}
+
+func TestLiveness(t *testing.T) {
+	cfg := Config{LivenessBound: time.Second}
+	dl := Config{LivenessBound: time.Second, Workload: "deadlock"}
+	cases := []struct {
+		histCase
+		cfg Config
+	}{
+		{histCase{"served", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.done(1, history.Acquire, history.Fail, "timeout") // before the final phase: fine
+			h.phaseFinal()
+			h.lock(2, "a", 3)
+			h.release(2, "a")
+			h.lock(3, "a", 5)
+		}, true, ""}, cfg},
+		{histCase{"timeout in final phase", func(h *hb) {
+			h.phaseFinal()
+			h.lock(2, "a", 3)
+			h.acquire(3, wl("a"))
+			h.done(3, history.Acquire, history.Fail, "timeout")
+		}, false, ""}, cfg},
+		{histCase{"too slow", func(h *hb) {
+			h.phaseFinal()
+			h.acquire(2, wl("a"))
+			h.sleep(2 * time.Second)
+			h.granted(2, wg("a", 3))
+		}, false, ""}, cfg},
+		{histCase{"never served", func(h *hb) {
+			h.phaseFinal()
+			h.acquire(2, wl("a"))
+		}, false, ""}, cfg},
+		{histCase{"no final phase", func(h *hb) { h.lock(1, "a", 1) }, false, Unknown}, cfg},
+		{histCase{"deadlock resolved", func(h *hb) {
+			h.phaseFinal()
+			h.lock(1, "a", 1)
+			h.lock(2, "b", 2)
+			h.acquire(1, wl("b"))
+			h.acquire(2, wl("a"))
+			h.done(2, history.Acquire, history.Fail, "deadlock")
+			h.release(2, "b")
+			h.granted(1, wg("b", 5))
+		}, true, ""}, dl},
+		{histCase{"deadlock not resolved", func(h *hb) {
+			h.phaseFinal()
+			h.lock(1, "a", 1)
+			h.lock(2, "b", 2)
+			h.acquire(1, wl("b"))
+			h.acquire(2, wl("a"))
+		}, false, ""}, dl},
+	}
+	for _, c := range cases {
+		runCases(t, []histCase{c.histCase}, func(ev []history.Event) Result { return Liveness(ev, c.cfg) })
+	}
+	h := &hb{}
+	h.phaseFinal()
+	h.acquire(1, wl("a"))
+	h.done(1, history.Acquire, history.Fail, "deadlock")
+	h.lock(1, "a", 3)
+	if r := Liveness(h.ev, dl); !r.OK() || r.Counts["deadlocks-resolved"] != 1 {
+		t.Fatalf("deadlock count: %+v", r)
+	}
+}
+
+func TestConvergence(t *testing.T) {
+	n := func(name string, idx uint64, d, err string) NodeState {
+		return NodeState{Node: name, AppliedIndex: idx, Digest: d, Err: err}
+	}
+	tests := []struct {
+		name  string
+		nodes []NodeState
+		want  Verdict
+	}{
+		{"agree", []NodeState{n("n1", 10, "x", ""), n("n2", 10, "x", ""), n("n3", 10, "x", "")}, Valid},
+		{"digest mismatch", []NodeState{n("n1", 10, "x", ""), n("n2", 10, "y", "")}, Invalid},
+		{"index mismatch", []NodeState{n("n1", 10, "x", ""), n("n2", 9, "x", "")}, Invalid},
+		{"unanswered", []NodeState{n("n1", 10, "x", ""), n("n2", 0, "", "timeout")}, Invalid},
+		{"none", nil, Unknown},
+	}
+	for _, tc := range tests {
+		if r := Convergence(tc.nodes); r.Verdict != tc.want {
+			t.Errorf("%s: %s, want %s (%v)", tc.name, r.Verdict, tc.want, r.Anomalies)
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package checker
+
+import (
+	"math"
+	"sort"
+
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+// Safety checks mutual exclusion where it matters: at the resource.
+//
+// A hold (process, name, token) is active at the resource from its first
+// to its last accepted fenced operation (res-read/res-write, in Seq
+// order); two conflicting holds of different processes whose windows
+// overlap are a violation. A fenced operation accepted after a
+// conflicting operation of another process with a larger token is a
+// "stale write accepted". For semaphores, more than limit res-enter ..
+// res-exit windows overlapping on a name is a violation, unless the
+// surplus is made of processes whose session was lost (a client paused
+// past its TTL legitimately overlaps the unfenced resource): those are
+// counted as "excused".
+func Safety(events []history.Event, cfg Config) Result {
+	r := newResult("safety")
+	if !cfg.Fenced {
+		r.Note = "resource unfenced (negative control)"
+	}
+	lims := limits(events, cfg)
+
+	type acc struct {
+		seq     uint64
+		idx     int
+		proc    int
+		f       string
+		g       history.Granted
+		present bool
+	}
+	var fenced, sem []acc
+	for _, o := range ops(events) {
+		switch o.inv.F {
+		case history.ResRead, history.ResWrite, history.ResEnter, history.ResExit:
+		default:
+			continue
+		}
+		var g history.Granted
+		gs := o.granted()
+		switch {
+		case len(gs) > 0:
+			g = gs[0]
+		case len(o.inv.Names) > 0:
+			g.Name = o.inv.Names[0]
+		}
+		if g.Token == 0 {
+			g.Token = o.inv.Token
+		}
+		switch o.typ() {
+		case history.OK:
+			a := acc{seq: o.comp.Seq, idx: o.comp.Index, proc: o.inv.Process, f: o.inv.F, g: g}
+			if o.inv.F == history.ResEnter || o.inv.F == history.ResExit {
+				sem = append(sem, a)
+			} else {
+				r.Counts["accepted"]++
+				fenced = append(fenced, a)
+			}
+		case history.Fail:
+			if o.errString() == "stale" {
+				r.Counts["rejected-stale"]++
+			} else {
+				r.Counts["failed-other"]++
+			}
+		default:
+			r.Counts["unknown"]++
+		}
+	}
+	bySeq := func(s []acc) {
+		sort.SliceStable(s, func(i, j int) bool { return s[i].seq < s[j].seq })
+	}
+	bySeq(fenced)
+	bySeq(sem)
+
+	// Hold windows at the fenced resource.
+	type holdKey struct {
+		proc  int
+		name  string
+		token uint64
+	}
+	type window struct {
+		holdKey
+		mode              string
+		first, last       uint64
+		firstIdx, lastIdx int
+	}
+	wins := map[holdKey]*window{}
+	var order []*window
+	for _, a := range fenced {
+		k := holdKey{a.proc, a.g.Name, a.g.Token}
+		w := wins[k]
+		if w == nil {
+			w = &window{holdKey: k, mode: a.g.Mode, first: a.seq, firstIdx: a.idx}
+			wins[k] = w
+			order = append(order, w)
+		}
+		if isWrite(a.g.Mode) {
+			w.mode = "write"
+		}
+		w.last, w.lastIdx = a.seq, a.idx
+	}
+	r.Counts["holds"] = len(order)
+	// Sweep by start: the active set stays small in a sane history.
+	var active []*window
+	for _, w := range order { // already in order of first seq
+		keep := active[:0]
+		for _, x := range active {
+			if x.last >= w.first {
+				keep = append(keep, x)
+			}
+		}
+		active = keep
+		for _, x := range active {
+			if x.proc == w.proc || lims[w.name] > 1 || lims[x.name] > 1 {
+				continue
+			}
+			if conflict(x.name, x.mode, w.name, w.mode) {
+				r.anomaly(cfg, "overlapping holds at the resource: process %d %s %q token %d (events %d..%d) and process %d %s %q token %d (events %d..%d)",
+					x.proc, x.mode, x.name, x.token, x.firstIdx, x.lastIdx, w.proc, w.mode, w.name, w.token, w.firstIdx, w.lastIdx)
+			}
+		}
+		active = append(active, w)
+	}
+
+	// Stale operations accepted: per (name, write?) the largest token of
+	// the two processes with the largest tokens, so that "another
+	// process" can be answered in O(1) per name.
+	type best struct {
+		tok1, tok2   uint64
+		proc1, proc2 int
+		idx1, idx2   int
+	}
+	type nm struct {
+		name  string
+		write bool
+	}
+	seen := map[nm]*best{}
+	var names []nm
+	for _, a := range fenced {
+		w := isWrite(a.g.Mode)
+		for _, n := range names {
+			if !related(n.name, a.g.Name) || !(w || n.write) || lims[n.name] > 1 {
+				continue
+			}
+			b := seen[n]
+			tok, proc, idx := b.tok1, b.proc1, b.idx1
+			if proc == a.proc {
+				tok, proc, idx = b.tok2, b.proc2, b.idx2
+			}
+			if tok > a.g.Token {
+				r.Counts["stale-accepted"]++
+				r.anomaly(cfg, "stale write accepted: event %d (process %d, %s %q token %d) after event %d (process %d, %q token %d)",
+					a.idx, a.proc, a.f, a.g.Name, a.g.Token, idx, proc, n.name, tok)
+			}
+		}
+		k := nm{a.g.Name, w}
+		b := seen[k]
+		if b == nil {
+			b = &best{proc1: math.MinInt, proc2: math.MinInt}
+			seen[k] = b
+			names = append(names, k)
+		}
+		switch {
+		case a.proc == b.proc1:
+			if a.g.Token > b.tok1 {
+				b.tok1, b.idx1 = a.g.Token, a.idx
+			}
+		case a.g.Token > b.tok1:
+			b.tok2, b.proc2, b.idx2 = b.tok1, b.proc1, b.idx1
+			b.tok1, b.proc1, b.idx1 = a.g.Token, a.proc, a.idx
+		case a.g.Token > b.tok2:
+			b.tok2, b.proc2, b.idx2 = a.g.Token, a.proc, a.idx
+		}
+	}
+
+	// Semaphore windows: enter .. next exit of the same process and name
+	// (no exit: open to the end).
+	lost := lostProcesses(events)
+	type semKey struct {
+		proc int
+		name string
+	}
+	inside := map[semKey]int{} // open enters
+	count := map[string]int{}  // inside, per name
+	excusable := map[string]int{}
+	for _, a := range sem {
+		k := semKey{a.proc, a.g.Name}
+		if a.f == history.ResExit {
+			if inside[k] > 0 {
+				inside[k]--
+				count[a.g.Name]--
+				if lost[a.proc] {
+					excusable[a.g.Name]--
+				}
+			}
+			continue
+		}
+		r.Counts["sem-enters"]++
+		inside[k]++
+		count[a.g.Name]++
+		if lost[a.proc] {
+			excusable[a.g.Name]++
+		}
+		lim := lims[a.g.Name]
+		if lim < 1 {
+			lim = max(cfg.Limit, 1)
+		}
+		if n := count[a.g.Name]; n > lim {
+			if n-excusable[a.g.Name] > lim {
+				r.anomaly(cfg, "semaphore %q: %d users inside (limit %d) at event %d (process %d)", a.g.Name, n, lim, a.idx, a.proc)
+			} else {
+				r.Counts["excused"]++
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,110 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+func TestSafety(t *testing.T) {
+	cfg := Config{Fenced: true}
+	tests := []struct {
+		name  string
+		build func(h *hb)
+		cfg   Config
+		valid bool
+		check func(t *testing.T, r Result)
+	}{
+		{"sequential holders", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.res(1, history.ResRead, wg("a", 1), 1, 0, "")
+			h.res(1, history.ResWrite, wg("a", 1), 2, 10, "")
+			h.release(1, "a")
+			h.lock(2, "a", 3)
+			h.res(2, history.ResRead, wg("a", 3), 3, 0, "")
+			h.res(2, history.ResWrite, wg("a", 3), 4, 11, "")
+		}, cfg, true, nil},
+		{"overlapping windows (unfenced)", func(h *hb) {
+			h.res(1, history.ResRead, wg("a", 1), 1, 0, "")
+			h.res(2, history.ResRead, wg("a", 3), 2, 0, "")
+			h.res(1, history.ResWrite, wg("a", 1), 3, 10, "")
+		}, Config{}, false, func(t *testing.T, r Result) {
+			if r.Counts["stale-accepted"] != 1 {
+				t.Errorf("stale-accepted = %d", r.Counts["stale-accepted"])
+			}
+		}},
+		{"stale write accepted without overlap", func(h *hb) {
+			h.res(2, history.ResWrite, wg("a", 3), 1, 11, "")
+			h.res(1, history.ResWrite, wg("a", 1), 2, 10, "")
+		}, cfg, false, nil},
+		{"stale write rejected: paused holder", func(h *hb) {
+			h.res(1, history.ResRead, wg("a", 1), 1, 0, "")
+			h.res(2, history.ResRead, wg("a", 3), 2, 0, "")
+			h.res(2, history.ResWrite, wg("a", 3), 3, 11, "")
+			h.res(1, history.ResWrite, wg("a", 1), 0, 10, "stale")
+		}, cfg, true, func(t *testing.T, r Result) {
+			if r.Counts["rejected-stale"] != 1 || r.Counts["accepted"] != 3 || r.Counts["holds"] != 2 {
+				t.Errorf("counts %v", r.Counts)
+			}
+		}},
+		{"readers share", func(h *hb) {
+			h.res(1, history.ResRead, rg("a", 5), 1, 0, "")
+			h.res(2, history.ResRead, rg("a", 5), 2, 0, "")
+			h.res(1, history.ResRead, rg("a", 5), 3, 0, "")
+			h.res(3, history.ResWrite, wg("a", 7), 4, 1, "")
+		}, cfg, true, nil},
+		{"reader overlaps writer", func(h *hb) {
+			h.res(1, history.ResRead, rg("a", 5), 1, 0, "")
+			h.res(3, history.ResWrite, wg("a", 7), 2, 1, "")
+			h.res(1, history.ResRead, rg("a", 5), 3, 0, "")
+		}, Config{}, false, nil},
+		{"hierarchy overlap", func(h *hb) {
+			h.res(1, history.ResWrite, wg("h", 1), 1, 1, "")
+			h.res(2, history.ResWrite, wg("h/a", 2), 2, 2, "")
+			h.res(1, history.ResWrite, wg("h", 1), 3, 3, "")
+		}, Config{}, false, nil},
+		{"siblings do not conflict", func(h *hb) {
+			h.res(1, history.ResWrite, wg("h/b", 1), 1, 1, "")
+			h.res(2, history.ResWrite, wg("h/a", 2), 2, 2, "")
+			h.res(1, history.ResWrite, wg("h/b", 1), 3, 3, "")
+		}, cfg, true, nil},
+		{"semaphore within limit", func(h *hb) {
+			h.acquire(1, sl("s", 2))
+			h.res(1, history.ResEnter, wg("s", 1), 1, 0, "")
+			h.res(2, history.ResEnter, wg("s", 2), 2, 0, "")
+			h.res(1, history.ResExit, wg("s", 1), 3, 0, "")
+			h.res(3, history.ResEnter, wg("s", 3), 4, 0, "")
+		}, cfg, true, nil},
+		{"semaphore over limit", func(h *hb) {
+			h.acquire(1, sl("s", 2))
+			h.res(1, history.ResEnter, wg("s", 1), 1, 0, "")
+			h.res(2, history.ResEnter, wg("s", 2), 2, 0, "")
+			h.res(3, history.ResEnter, wg("s", 3), 3, 0, "")
+		}, cfg, false, nil},
+		{"semaphore over limit excused by lost session", func(h *hb) {
+			h.acquire(1, sl("s", 2))
+			h.res(1, history.ResEnter, wg("s", 1), 1, 0, "")
+			h.res(2, history.ResEnter, wg("s", 2), 2, 0, "")
+			h.res(3, history.ResEnter, wg("s", 3), 3, 0, "")
+			h.res(1, history.ResExit, wg("s", 1), 4, 0, "")
+			h.lost(1)
+		}, cfg, true, func(t *testing.T, r Result) {
+			if r.Counts["excused"] != 1 {
+				t.Errorf("excused = %d", r.Counts["excused"])
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hb{}
+			tc.build(h)
+			r := Safety(h.ev, tc.cfg)
+			if r.OK() != tc.valid {
+				t.Fatalf("verdict %s, want valid=%v: %v %v", r.Verdict, tc.valid, r.Anomalies, r.Counts)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,162 @@
+// Package report summarises a Jepsen-style run of lockd: results.json
+// (machine-readable counts and verdicts) and report.html (a single
+// self-contained page with the verdicts, an operation timeline with the
+// fault windows, and a latency plot).
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/checker"
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+// Run is the metadata of one run.
+type Run struct {
+	// ID names the run (and its directory), e.g.
+	// "20261122T170102Z-mutex-mixed-n3".
+	ID       string        `json:"id"`
+	Workload string        `json:"workload"`
+	Nemesis  []string      `json:"nemesis"`
+	Nodes    []string      `json:"nodes"`
+	Duration time.Duration `json:"duration_ns"`
+	Seed     int64         `json:"seed"`
+	Clients  int           `json:"clients"`
+	Started  time.Time     `json:"started"`
+	// Negative names the negative control (a deliberately broken lockd
+	// the checkers must catch); "" for a normal run.
+	Negative string   `json:"negative_control"`
+	Command  []string `json:"command,omitempty"`
+	Commit   string   `json:"lockd_commit,omitempty"`
+}
+
+// Latency is the distribution of one operation's latency (invoke to
+// completion, whatever the outcome), in milliseconds.
+type Latency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Unfinished is the Ops type counting invokes that never completed (the
+// run ended first; the checkers treat them as info).
+const Unfinished = "unfinished"
+
+// Summary is what results.json holds: the run, the verdicts and the
+// counts of the history.
+type Summary struct {
+	Run
+	// Valid: every checker result is valid (and there is at least one:
+	// a run nothing judged proves nothing).
+	Valid   bool             `json:"valid"`
+	Results []checker.Result `json:"results"`
+	Events  int              `json:"events"`
+	// Ops counts client events: op f -> event type (invoke, ok, fail,
+	// info, and Unfinished) -> count.
+	Ops map[string]map[string]int `json:"ops"`
+	// Faults counts nemesis start events per fault kind.
+	Faults    map[string]int     `json:"faults"`
+	LatencyMS map[string]Latency `json:"latency_ms"`
+}
+
+// Summarize counts events and latencies and folds the checker verdicts.
+func Summarize(run Run, events []history.Event, results []checker.Result) Summary {
+	s := Summary{
+		Run:       run,
+		Valid:     len(results) > 0,
+		Results:   results,
+		Events:    len(events),
+		Ops:       map[string]map[string]int{},
+		Faults:    map[string]int{},
+		LatencyMS: map[string]Latency{},
+	}
+	if s.Results == nil {
+		s.Results = []checker.Result{} // "[]" rather than null in JSON
+	}
+	for _, r := range results {
+		if !r.OK() {
+			s.Valid = false
+		}
+	}
+	inc := func(f, typ string) {
+		m := s.Ops[f]
+		if m == nil {
+			m = map[string]int{}
+			s.Ops[f] = m
+		}
+		m[typ]++
+	}
+	for _, e := range events {
+		switch {
+		case e.Process >= 0:
+			inc(e.F, string(e.Type))
+		case e.Process == history.Nemesis && e.F == history.Start:
+			s.Faults[faultName(e.Fault)]++
+		}
+	}
+	lat := map[string][]time.Duration{}
+	for _, p := range history.Pairs(events) {
+		if p.Completion == nil {
+			inc(p.Invoke.F, Unfinished)
+			continue
+		}
+		lat[p.Invoke.F] = append(lat[p.Invoke.F], p.Completion.Time-p.Invoke.Time)
+	}
+	for f, ds := range lat {
+		slices.Sort(ds)
+		s.LatencyMS[f] = Latency{
+			N:   len(ds),
+			P50: ms(percentile(ds, 0.50)),
+			P95: ms(percentile(ds, 0.95)),
+			P99: ms(percentile(ds, 0.99)),
+			Max: ms(ds[len(ds)-1]),
+		}
+	}
+	return s
+}
+
+func faultName(f string) string {
+	if f == "" {
+		return "(unnamed)"
+	}
+	return f
+}
+
+// percentile is the nearest-rank percentile of sorted, non-empty ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	i := int(math.Ceil(p*float64(len(ds)))) - 1
+	return ds[max(0, min(i, len(ds)-1))]
+}
+
+// ms converts to milliseconds, rounded to microseconds to keep the JSON
+// readable.
+func ms(d time.Duration) float64 {
+	return math.Round(float64(d)/1e3) / 1e3
+}
+
+// WriteJSON writes s, indented, to dir/results.json (creating dir).
+func WriteJSON(dir string, s Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return writeFile(dir, "results.json", append(b, '\n'))
+}
+
+func writeFile(dir, name string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
