@@ -1,7 +1,7 @@
 # lockd — make targets. `make test` is the test command CI runs.
 GO ?= go
 
-.PHONY: test vet unit race bench fuzz build docker
+.PHONY: test vet unit race bench fuzz build docker jepsen-smoke jepsen-full
 
 test: vet unit
 
@@ -35,3 +35,16 @@ IMAGE ?= lockd:dev
 docker:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/lockd ./cmd/lockd
 	docker build -t $(IMAGE) .
+
+# Jepsen-style fault injection against the docker compose cluster
+# (docs/jepsen.md). The smoke run: 3 nodes, mutex, partitions + kill -9 +
+# pauses for 100 s, then a short negative control that must be flagged.
+# Each run builds the image, brings the cluster up, tears it down and
+# exits non-zero unless judged as expected.
+jepsen-smoke:
+	$(GO) run ./jepsen/cmd/lockjepsen --nodes 3 --workload mutex --nemesis partition,kill,pause --time 100s
+	$(GO) run ./jepsen/cmd/lockjepsen --build=false --nodes 3 --workload mutex --nemesis none --time 20s --negative no-consensus
+
+# The full matrix (hours; TIME per run, JOBS clusters side by side).
+jepsen-full:
+	jepsen/matrix.sh

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/checker"
+	"github.com/lockd/lockd/jepsen/compose"
+	"github.com/lockd/lockd/jepsen/history"
+	"github.com/lockd/lockd/jepsen/nemesis"
+	"github.com/lockd/lockd/jepsen/report"
+	"github.com/lockd/lockd/jepsen/resource"
+	"github.com/lockd/lockd/jepsen/workload"
+)
+
+// Negative controls: deliberately broken setups the checkers must flag.
+const (
+	negUnfenced    = "unfenced"     // the resource ignores fencing tokens
+	negNoConsensus = "no-consensus" // lockd --unsafe no-consensus: every node grants on its own
+)
+
+// runConfig is what the run flags say.
+type runConfig struct {
+	nodes                   int
+	workload                string
+	nemeses                 []string
+	duration                time.Duration
+	clients                 int
+	ttl, wait, hold         time.Duration
+	interval, faultDuration time.Duration
+	liveness, linTimeout    time.Duration
+	seed                    int64
+	negative                string
+	out, dir                string
+	project, subnet, ports  string
+	build, keep, verbose    bool
+}
+
+func parseRunFlags(args []string) (*runConfig, error) {
+	c := &runConfig{}
+	fs := flag.NewFlagSet("lockjepsen", flag.ContinueOnError)
+	fs.IntVar(&c.nodes, "nodes", 3, "cluster size: 3 or 5")
+	fs.StringVar(&c.workload, "workload", "mutex", "one of "+strings.Join(workload.Names, ", "))
+	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, mixed (all), or none`)
+	fs.DurationVar(&c.duration, "time", 60*time.Second, "how long the workload runs under faults (then heal, final phase, checks)")
+	fs.IntVar(&c.clients, "clients", 6, "concurrent client workers")
+	fs.DurationVar(&c.ttl, "ttl", 5*time.Second, "session TTL of the clients")
+	fs.DurationVar(&c.wait, "wait", 5*time.Second, "server-side wait of each acquire")
+	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
+	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
+	fs.DurationVar(&c.faultDuration, "fault-duration", 12*time.Second, "longest fault")
+	fs.DurationVar(&c.liveness, "liveness", 30*time.Second, "bound on each final-phase acquire after the heal")
+	fs.DurationVar(&c.linTimeout, "lin-timeout", 3*time.Minute, "bound on the linearizability search (then: unknown)")
+	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
+	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens) or "`+negNoConsensus+`" (lockd grants without consensus); the run must be flagged invalid`)
+	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
+	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
+	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
+	fs.StringVar(&c.subnet, "subnet", "10.77.40", "first three octets of the cluster network")
+	fs.StringVar(&c.ports, "port-prefix", "174", "host ports of the nodes' HTTP APIs: 127.0.0.1:<prefix>k for node k")
+	fs.BoolVar(&c.build, "build", true, "build bin/lockd and the lockd:dev image first")
+	fs.BoolVar(&c.keep, "keep", false, "leave the cluster running after the run")
+	fs.BoolVar(&c.verbose, "v", false, "log client retries and every fault")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.nodes != 3 && c.nodes != 5 {
+		return nil, fmt.Errorf("--nodes %d: want 3 or 5", c.nodes)
+	}
+	if _, err := workload.New(c.workload); err != nil {
+		return nil, err
+	}
+	if *nem != "none" && *nem != "" {
+		c.nemeses = strings.Split(*nem, ",")
+		if err := nemesis.ValidKinds(c.nemeses); err != nil {
+			return nil, err
+		}
+	}
+	if c.negative != "" && c.negative != negUnfenced && c.negative != negNoConsensus {
+		return nil, fmt.Errorf("--negative %q: want %q or %q", c.negative, negUnfenced, negNoConsensus)
+	}
+	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second {
+		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s")
+	}
+	if c.seed == 0 {
+		c.seed = time.Now().UnixNano()
+	}
+	if c.dir == "" {
+		d, err := repoRoot()
+		if err != nil {
+			return nil, err
+		}
+		c.dir = d
+	}
+	if c.out == "" {
+		c.out = filepath.Join(c.dir, "jepsen", "results")
+	}
+	return c, nil
+}
+
+// repoRoot walks up from the working directory to docker-compose.yml.
+func repoRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "docker-compose.yml")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", errors.New("no docker-compose.yml above the working directory (use --dir)")
+		}
+		d = parent
+	}
+}
+
+// runCmd does one run; the exit code says whether it was judged as
+// expected.
+func runCmd(args []string) (int, error) {
+	cfg, err := parseRunFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return 2, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	nemName := "none"
+	if len(cfg.nemeses) > 0 {
+		nemName = strings.Join(cfg.nemeses, "+")
+	}
+	started := time.Now().UTC()
+	id := fmt.Sprintf("%s-%s-%s-n%d", started.Format("20060102T150405Z"), cfg.workload, nemName, cfg.nodes)
+	if cfg.negative != "" {
+		id += "-neg-" + cfg.negative
+	}
+	outDir := filepath.Join(cfg.out, id)
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return 1, err
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, a...))
+	}
+	logf("run %s (seed %d) -> %s", id, cfg.seed, outDir)
+
+	if cfg.build {
+		logf("building bin/lockd and the lockd:dev image")
+		if err := compose.BuildImage(ctx, cfg.dir); err != nil {
+			return 1, fmt.Errorf("build: %w", err)
+		}
+	}
+	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
+		PortPrefix: cfg.ports}
+	if cfg.negative == negNoConsensus {
+		cl.Env = append(cl.Env, "LOCKD_UNSAFE=no-consensus")
+	}
+	_ = cl.Down(ctx) // a cluster left over by an interrupted run
+	defer func() {
+		if cfg.keep {
+			logf("cluster %s left running (--keep)", cfg.project)
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := cl.Down(dctx); err != nil {
+			logf("tear down: %v", err)
+		}
+	}()
+	logf("starting %d nodes (project %s)", cfg.nodes, cfg.project)
+	if err := up(ctx, cl, cfg.negative == negNoConsensus); err != nil {
+		saveLogs(cl, outDir)
+		return 1, fmt.Errorf("cluster up: %w", err)
+	}
+
+	sum, err := execute(ctx, cfg, cl, outDir, id, started, logf)
+	saveLogs(cl, outDir)
+	if err != nil {
+		return 1, err
+	}
+	printVerdict(sum, outDir)
+	switch {
+	case cfg.negative != "" && !sum.Valid:
+		fmt.Printf("negative control %q was flagged invalid, as it must be\n", cfg.negative)
+		return 0, nil
+	case cfg.negative != "":
+		fmt.Printf("negative control %q was NOT flagged: the checkers missed it\n", cfg.negative)
+		return 1, nil
+	case sum.Valid:
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// up starts the cluster; under no-consensus every node is a cluster of
+// its own, so only each node's own leadership is awaited.
+func up(ctx context.Context, cl *compose.Cluster, standalone bool) error {
+	if !standalone {
+		return cl.Up(ctx)
+	}
+	if _, err := cl.Compose(ctx, append([]string{"up", "-d"}, cl.Names()...)...); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, compose.UpTimeout)
+	defer cancel()
+	for _, n := range cl.Names() {
+		if err := cl.WaitNode(wctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execute runs the workload under the nemesis, the final phase and the
+// checks, and writes the report.
+func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, id string, started time.Time,
+	logf func(string, ...any)) (report.Summary, error) {
+	rec, err := history.NewRecorder(filepath.Join(outDir, "history.jsonl"))
+	if err != nil {
+		return report.Summary{}, err
+	}
+	defer rec.Close()
+	w, _ := workload.New(cfg.workload)
+	res := resource.New(cfg.negative != negUnfenced)
+	var eps []string
+	for _, n := range cl.Names() {
+		eps = append(eps, cl.HTTPAddr(n))
+	}
+	clientLog := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	pauses := &workload.Pauses{}
+	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
+		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog}
+	clients, err := workload.NewClients(env, w, cfg.clients)
+	if err != nil {
+		return report.Summary{}, err
+	}
+
+	// Main phase: the workload under faults.
+	logf("workload %s with %d clients for %v; nemesis %v", cfg.workload, cfg.clients, cfg.duration, cfg.nemeses)
+	mctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	faults := map[string]int{}
+	nemDone := make(chan error, 1)
+	if len(cfg.nemeses) > 0 {
+		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
+			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
+			SessionTTL: cfg.ttl}
+		if cfg.verbose {
+			ncfg.Logf = logf
+		}
+		go func() {
+			var err error
+			faults, err = nemesis.Run(mctx, cl, ncfg, func(e history.Event) { rec.Add(e) })
+			nemDone <- err
+		}()
+	} else {
+		nemDone <- nil
+	}
+	clients.Run(mctx)
+	if err := <-nemDone; err != nil {
+		logf("nemesis cleanup: %v", err)
+	}
+	logf("faults: %v", faults)
+	if ctx.Err() != nil {
+		return report.Summary{}, ctx.Err()
+	}
+
+	// Final phase: healed; every client must get its lock.
+	hctx, hcancel := context.WithTimeout(ctx, 90*time.Second)
+	if cfg.negative == negNoConsensus {
+		err = up(hctx, cl, true)
+	} else {
+		err = cl.WaitHealthy(hctx)
+	}
+	hcancel()
+	if err != nil {
+		logf("cluster not healthy after the heal: %v (the liveness check will say)", err)
+	}
+	rec.Add(history.Event{Type: history.Info, Process: history.Harness, F: history.Phase, Fault: "final"})
+	logf("final phase: every client acquires within %v", cfg.liveness)
+	clients.Final(ctx, cfg.liveness)
+	clients.Close(ctx)
+	workload.FinalRead(rec, res)
+	nodes := converge(ctx, cl, 30*time.Second)
+	if err := rec.Close(); err != nil {
+		return report.Summary{}, err
+	}
+
+	events := rec.Events()
+	logf("checking %d events", len(events))
+	ccfg := checker.Config{Workload: cfg.workload, Limit: w.Limit(), Fenced: res.Fenced(), OutDir: outDir,
+		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness}
+	results := checker.All(events, ccfg)
+	if cfg.negative != negNoConsensus {
+		results = append(results, checker.Convergence(nodes))
+	}
+	run := report.Run{ID: id, Workload: cfg.workload, Nemesis: cfg.nemeses, Nodes: cl.Names(), Duration: cfg.duration,
+		Seed: cfg.seed, Clients: cfg.clients, Started: started, Negative: cfg.negative, Command: os.Args,
+		Commit: commit(cfg.dir)}
+	sum := report.Summarize(run, events, results)
+	if err := report.WriteJSON(outDir, sum); err != nil {
+		return sum, err
+	}
+	if err := report.WriteHTML(outDir, sum, events); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+// converge polls every node until all report the same applied index and
+// digest (followers apply a moment after the leader), or the bound ends;
+// it returns the last reports.
+func converge(ctx context.Context, cl *compose.Cluster, bound time.Duration) []checker.NodeState {
+	deadline := time.Now().Add(bound)
+	for {
+		var out []checker.NodeState
+		same := true
+		for _, n := range cl.Names() {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			st, err := cl.Status(sctx, n)
+			cancel()
+			ns := checker.NodeState{Node: n}
+			if err != nil {
+				ns.Err = err.Error()
+				same = false
+			} else {
+				ns.AppliedIndex, ns.Digest = st.AppliedIndex, st.Digest
+			}
+			if len(out) > 0 && (ns.AppliedIndex != out[0].AppliedIndex || ns.Digest != out[0].Digest) {
+				same = false
+			}
+			out = append(out, ns)
+		}
+		if same || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func saveLogs(cl *compose.Cluster, outDir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.SaveLogs(ctx, filepath.Join(outDir, "logs")); err != nil {
+		fmt.Fprintln(os.Stderr, "lockjepsen: saving node logs:", err)
+	}
+}
+
+// commit is the repository's HEAD (with "+dirty" for local changes), for
+// the report.
+func commit(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "describe", "--always", "--dirty=+dirty").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func printVerdict(s report.Summary, outDir string) {
+	for _, r := range s.Results {
+		keys := make([]string, 0, len(r.Counts))
+		for k := range r.Counts {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var counts []string
+		for _, k := range keys {
+			counts = append(counts, fmt.Sprintf("%s=%d", k, r.Counts[k]))
+		}
+		fmt.Printf("%-16s %-8s %s\n", r.Checker, r.Verdict, strings.Join(counts, " "))
+		for i, a := range r.Anomalies {
+			if i == 5 {
+				fmt.Printf("%16s ... %d more in results.json\n", "", len(r.Anomalies)-5)
+				break
+			}
+			fmt.Printf("%16s %s\n", "", a)
+		}
+	}
+	verdict := "VALID"
+	if !s.Valid {
+		verdict = "INVALID"
+	}
+	fmt.Printf("%s: %s (report: %s)\n", s.ID, verdict, filepath.Join(outDir, "report.html"))
+}

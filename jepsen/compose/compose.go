@@ -1,0 +1,487 @@
+// Package compose drives a lockd cluster defined by the repository's
+// docker-compose.yml through Debian's docker-compose (1.29) and the docker
+// CLI: bring it up and down, find containers, their addresses and
+// process ids, and read every node's /v1/status.
+//
+// Several clusters can run side by side: each Cluster has its own compose
+// project name, subnet (LOCKD_SUBNET) and host port prefix
+// (LOCKD_PORT_PREFIX); see the header of docker-compose.yml.
+package compose
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Default values of a Cluster's fields, the same as docker-compose.yml's.
+const (
+	DefaultProject    = "lockd"
+	DefaultSubnet     = "10.77.0"
+	DefaultPortPrefix = "700"
+	DefaultImage      = "lockd:dev"
+)
+
+// UpTimeout bounds how long Up waits for the cluster to become healthy.
+var UpTimeout = 90 * time.Second
+
+// Cluster is one compose project of lockd nodes n1..nNodes.
+type Cluster struct {
+	// Dir is the directory holding docker-compose.yml (the repo root).
+	Dir string
+	// Project is the compose project name (-p); DefaultProject if empty.
+	Project string
+	// Nodes is 3 or 5 (5 enables the compose profile "five").
+	Nodes int
+	// Subnet is the first three octets of the cluster network
+	// (LOCKD_SUBNET); DefaultSubnet if empty. Node k has Subnet.1k.
+	Subnet string
+	// PortPrefix is the host port prefix (LOCKD_PORT_PREFIX): node k's
+	// HTTP API is published on 127.0.0.1:<PortPrefix>k. DefaultPortPrefix
+	// if empty.
+	PortPrefix string
+	// Env is extra environment for docker-compose, e.g. "LOCKD_UNSAFE=...".
+	Env []string
+}
+
+// Member is one entry of Status.Members.
+type Member struct {
+	ID         string `json:"id"`
+	HTTPAddr   string `json:"http_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	Voter      bool   `json:"voter"`
+	Status     string `json:"status"`
+}
+
+// Status is a node's GET /v1/status answer.
+type Status struct {
+	NodeID string `json:"node_id"`
+	State  string `json:"state"` // leader, follower, candidate
+	Leader struct {
+		ID       string `json:"id"`
+		HTTPAddr string `json:"http_addr"`
+	} `json:"leader"`
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	Digest       string   `json:"digest"`
+	Members      []Member `json:"members"`
+}
+
+// Voters counts the members that are voters.
+func (s *Status) Voters() int {
+	n := 0
+	for _, m := range s.Members {
+		if m.Voter {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Cluster) project() string {
+	if c.Project == "" {
+		return DefaultProject
+	}
+	return c.Project
+}
+
+func (c *Cluster) subnet() string {
+	if c.Subnet == "" {
+		return DefaultSubnet
+	}
+	return c.Subnet
+}
+
+func (c *Cluster) portPrefix() string {
+	if c.PortPrefix == "" {
+		return DefaultPortPrefix
+	}
+	return c.PortPrefix
+}
+
+func (c *Cluster) nodes() int {
+	if c.Nodes <= 0 {
+		return 3
+	}
+	return c.Nodes
+}
+
+// Names returns the node names n1..nN.
+func (c *Cluster) Names() []string {
+	out := make([]string, c.nodes())
+	for i := range out {
+		out[i] = "n" + strconv.Itoa(i+1)
+	}
+	return out
+}
+
+func nodeNum(node string) (int, error) {
+	k, err := strconv.Atoi(strings.TrimPrefix(node, "n"))
+	if err != nil || !strings.HasPrefix(node, "n") || k < 1 || k > 9 {
+		return 0, fmt.Errorf("compose: bad node name %q (want n1..n5)", node)
+	}
+	return k, nil
+}
+
+// HTTPAddr returns node's HTTP API address as published on the host
+// (127.0.0.1:<PortPrefix>k), or "" for a bad node name.
+func (c *Cluster) HTTPAddr(node string) string {
+	k, err := nodeNum(node)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("127.0.0.1:%s%d", c.portPrefix(), k)
+}
+
+// IP returns node's address on the cluster network (Subnet.1k), or "".
+func (c *Cluster) IP(node string) string {
+	k, err := nodeNum(node)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s.1%d", c.subnet(), k)
+}
+
+// NodeByIP returns the node whose cluster address is ip (without port), or "".
+func (c *Cluster) NodeByIP(ip string) string {
+	for _, n := range c.Names() {
+		if c.IP(n) == ip {
+			return n
+		}
+	}
+	return ""
+}
+
+// Environ returns the environment docker-compose runs with.
+func (c *Cluster) Environ() []string {
+	env := append(os.Environ(),
+		"LOCKD_SUBNET="+c.subnet(),
+		"LOCKD_PORT_PREFIX="+c.portPrefix(),
+	)
+	return append(env, c.Env...)
+}
+
+func (c *Cluster) composeArgs(args ...string) []string {
+	base := []string{"-p", c.project()}
+	if c.nodes() > 3 {
+		base = append(base, "--profile", "five")
+	}
+	return append(base, args...)
+}
+
+// run runs name args in dir with env and returns its stdout; errors
+// carry the command and its stderr.
+func run(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "),
+			err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// Compose runs docker-compose with the cluster's project, profile and
+// environment and returns its stdout.
+func (c *Cluster) Compose(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, c.Dir, c.Environ(), "docker-compose", c.composeArgs(args...)...)
+}
+
+// Docker runs the docker CLI and returns its stdout.
+func Docker(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, "", nil, "docker", args...)
+}
+
+// BuildImage builds bin/lockd and the lockd:dev image in the repo root
+// dir, like `make docker`.
+func BuildImage(ctx context.Context, dir string) error {
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	if _, err := run(ctx, dir, env, "go", "build", "-trimpath", "-o", "bin/lockd", "./cmd/lockd"); err != nil {
+		return err
+	}
+	_, err := run(ctx, dir, nil, "docker", "build", "-t", DefaultImage, ".")
+	return err
+}
+
+// Up starts n1..nN (docker-compose up -d) and waits, at most UpTimeout,
+// until Healthy: every node answers, all agree on one leader, and it
+// lists N voters.
+func (c *Cluster) Up(ctx context.Context) error {
+	if _, err := c.Compose(ctx, append([]string{"up", "-d"}, c.Names()...)...); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, UpTimeout)
+	defer cancel()
+	return c.WaitHealthy(wctx)
+}
+
+// Down stops and removes the containers, network and data volumes
+// (docker-compose down -v).
+func (c *Cluster) Down(ctx context.Context) error {
+	_, err := c.Compose(ctx, "down", "-v", "--remove-orphans", "-t", "5")
+	return err
+}
+
+// Container returns node's container id, found by its compose labels
+// (works for docker-compose 1.29 and docker compose v2 naming alike);
+// an error if the container does not exist.
+func (c *Cluster) Container(ctx context.Context, node string) (string, error) {
+	out, err := Docker(ctx, "ps", "-aq",
+		"--filter", "label=com.docker.compose.project="+c.project(),
+		"--filter", "label=com.docker.compose.service="+node)
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(out)
+	if id == "" {
+		return "", fmt.Errorf("compose: no container for %s in project %s", node, c.project())
+	}
+	if i := strings.IndexByte(id, '\n'); i >= 0 {
+		id = id[:i]
+	}
+	return id, nil
+}
+
+// State returns node's container state: running, paused, exited, ...
+func (c *Cluster) State(ctx context.Context, node string) (string, error) {
+	id, err := c.Container(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	out, err := Docker(ctx, "inspect", "-f", "{{.State.Status}}", id)
+	return strings.TrimSpace(out), err
+}
+
+// PID returns the host pid of node's process (0 if it is not running;
+// a paused container keeps its pid).
+func (c *Cluster) PID(ctx context.Context, node string) (int, error) {
+	id, err := c.Container(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	out, err := Docker(ctx, "inspect", "-f", "{{.State.Pid}}", id)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+var httpClient = &http.Client{Timeout: 2 * time.Second}
+
+// Status reads node's GET /v1/status (2 s timeout).
+func (c *Cluster) Status(ctx context.Context, node string) (*Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+c.HTTPAddr(node)+"/v1/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: /v1/status: HTTP %d", node, resp.StatusCode)
+	}
+	var s Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: /v1/status: %w", node, err)
+	}
+	return &s, nil
+}
+
+// Statuses reads every node's status concurrently; a node that does not
+// answer has a nil entry.
+func (c *Cluster) Statuses(ctx context.Context) map[string]*Status {
+	names := c.Names()
+	type res struct {
+		n string
+		s *Status
+	}
+	ch := make(chan res, len(names))
+	for _, n := range names {
+		go func() {
+			s, _ := c.Status(ctx, n)
+			ch <- res{n, s}
+		}()
+	}
+	out := make(map[string]*Status, len(names))
+	for range names {
+		r := <-ch
+		out[r.n] = r.s
+	}
+	return out
+}
+
+// Leader returns the node a majority of the nodes report as leader, or
+// else a node that says it is the leader (the highest term wins), or ""
+// when neither exists.
+func (c *Cluster) Leader(ctx context.Context) (string, error) {
+	st := c.Statuses(ctx)
+	return leaderOf(st, len(c.Names())), nil
+}
+
+func leaderOf(st map[string]*Status, n int) string {
+	votes := map[string]int{}
+	self, selfTerm := "", uint64(0)
+	for _, s := range st {
+		if s == nil {
+			continue
+		}
+		if s.Leader.ID != "" {
+			votes[s.Leader.ID]++
+		}
+		if s.State == "leader" && (self == "" || s.Term > selfTerm) {
+			self, selfTerm = s.NodeID, s.Term
+		}
+	}
+	for id, v := range votes {
+		if v > n/2 {
+			return id
+		}
+	}
+	return self
+}
+
+// Healthy reports nil when every node answers, all name the same leader,
+// that leader says state=leader and lists N voters; else why not.
+func (c *Cluster) Healthy(ctx context.Context) error {
+	st := c.Statuses(ctx)
+	names := c.Names()
+	leader := ""
+	for _, n := range names {
+		s := st[n]
+		if s == nil {
+			return fmt.Errorf("%s does not answer", n)
+		}
+		if s.Leader.ID == "" {
+			return fmt.Errorf("%s knows no leader", n)
+		}
+		if leader == "" {
+			leader = s.Leader.ID
+		} else if s.Leader.ID != leader {
+			return fmt.Errorf("leaders disagree: %s says %s, another %s", n, s.Leader.ID, leader)
+		}
+	}
+	ls := st[leader]
+	if ls == nil || ls.State != "leader" {
+		return fmt.Errorf("%s is named leader but is not", leader)
+	}
+	if v := ls.Voters(); v != len(names) {
+		return fmt.Errorf("leader %s lists %d voters, want %d", leader, v, len(names))
+	}
+	return nil
+}
+
+// WaitHealthy polls Healthy every 500 ms until it passes or ctx ends
+// (give ctx a deadline).
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.Healthy(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s not healthy: %w (%v)", c.project(), last, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// WaitNode polls until node answers /v1/status and knows a leader, or
+// ctx ends.
+func (c *Cluster) WaitNode(ctx context.Context, node string) error {
+	for {
+		s, err := c.Status(ctx, node)
+		if err == nil && s.Leader.ID != "" {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%s knows no leader", node)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not up: %w (%v)", node, err, ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// SaveLogs writes docker logs of every node to dir/<node>.log.
+func (c *Cluster) SaveLogs(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var firstErr error
+	for _, n := range c.Names() {
+		id, err := c.Container(ctx, n)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out, err := exec.CommandContext(ctx, "docker", "logs", "-t", id).CombinedOutput()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, n+".log"), out, 0o644)
+		} else {
+			err = fmt.Errorf("docker logs %s: %w: %s", n, err, bytes.TrimSpace(out))
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// Converged reports nil when every node answers with the same
+// applied_index and digest (an idle, healed cluster), else why not.
+func (c *Cluster) Converged(ctx context.Context) error {
+	st := c.Statuses(ctx)
+	var ref *Status
+	for _, n := range c.Names() {
+		s := st[n]
+		if s == nil {
+			return fmt.Errorf("%s does not answer", n)
+		}
+		if ref == nil {
+			ref = s
+		} else if s.AppliedIndex != ref.AppliedIndex || s.Digest != ref.Digest {
+			return fmt.Errorf("%s at applied %d digest %.12s, %s at %d %.12s",
+				s.NodeID, s.AppliedIndex, s.Digest, ref.NodeID, ref.AppliedIndex, ref.Digest)
+		}
+	}
+	return nil
+}
+
+// WaitConverged polls Converged every 500 ms until it passes or ctx
+// ends. After a heal, raft's replication backoff can take ~10 s before
+// a cut-off follower catches up.
+func (c *Cluster) WaitConverged(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.Converged(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s not converged: %w (%v)", c.project(), last, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/compose"
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+var n3 = []string{"n1", "n2", "n3"}
+var n5 = []string{"n1", "n2", "n3", "n4", "n5"}
+
+func TestRoutePlanIsolate(t *testing.T) {
+	got := RoutePlan(IsolateGroups(n3, "n2"))
+	want := []Route{{"n1", "n2"}, {"n2", "n1"}, {"n2", "n3"}, {"n3", "n2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestRoutePlanBridge(t *testing.T) {
+	got := RoutePlan([][]string{{"n1", "n2"}, {"n2", "n3"}})
+	want := []Route{{"n1", "n3"}, {"n3", "n1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got := RoutePlan([][]string{n3}); len(got) != 0 {
+		t.Fatalf("one group: %v", got)
+	}
+}
+
+// cut reports whether a and b cannot talk under groups.
+func cut(plan []Route, a, b string) bool {
+	ab, ba := false, false
+	for _, r := range plan {
+		ab = ab || r == Route{a, b}
+		ba = ba || r == Route{b, a}
+	}
+	if ab != ba {
+		panic("asymmetric plan")
+	}
+	return ab
+}
+
+func TestShapes(t *testing.T) {
+	for seed := int64(0); seed < 50; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		for _, nodes := range [][]string{n3, n5} {
+			mm := MajorityMinority(nodes, r)
+			if len(mm) != 2 || len(mm[0]) != len(nodes)/2+1 || len(mm[0])+len(mm[1]) != len(nodes) {
+				t.Fatalf("majority/minority %v", mm)
+			}
+			plan := RoutePlan(mm)
+			if len(plan) != 2*len(mm[0])*len(mm[1]) {
+				t.Fatalf("plan %v for %v", plan, mm)
+			}
+			b := Bridge(nodes, r)
+			if len(b) != 2 || len(b[0]) != len(nodes)/2+1 || len(b[1]) != len(nodes)/2+1 {
+				t.Fatalf("bridge %v", b)
+			}
+			shared := 0
+			for _, x := range b[0] {
+				for _, y := range b[1] {
+					if x == y {
+						shared++
+					}
+				}
+			}
+			if shared != 1 {
+				t.Fatalf("bridge %v shares %d", b, shared)
+			}
+			plan = RoutePlan(b)
+			if len(plan) != 2*(len(nodes)/2)*(len(nodes)/2) {
+				t.Fatalf("bridge plan %v for %v", plan, b)
+			}
+			all := append(append([]string(nil), b[0]...), b[1]...)
+			sort.Strings(all)
+			for _, x := range b[0] {
+				for _, y := range b[1] {
+					if x != y && (x == b[1][0] || y == b[0][len(b[0])-1]) == cut(plan, x, y) {
+						t.Fatalf("bridge %v plan %v: %s-%s", b, plan, x, y)
+					}
+				}
+			}
+			iso := RandomIsolate(nodes, r)
+			if len(iso[0]) != 1 || len(iso[1]) != len(nodes)-1 {
+				t.Fatalf("isolate %v", iso)
+			}
+		}
+	}
+}
+
+func TestReproducible(t *testing.T) {
+	a := MajorityMinority(n5, rand.New(rand.NewSource(7)))
+	b := MajorityMinority(n5, rand.New(rand.NewSource(7)))
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different split")
+	}
+}
+
+func TestParseGroupsAndTargets(t *testing.T) {
+	g := ParseGroups([]string{"n1,n2", " n3 ", ""})
+	if !reflect.DeepEqual(g, [][]string{{"n1", "n2"}, {"n3"}}) {
+		t.Fatal(g)
+	}
+	if s := GroupsString(g); s != "n1,n2|n3" {
+		t.Fatal(s)
+	}
+}
+
+func TestFaultsOf(t *testing.T) {
+	if got := faultsOf([]string{"kill"}, true); !reflect.DeepEqual(got, []string{FaultKill}) {
+		t.Fatal(got)
+	}
+	if got := faultsOf(nil, false); len(got) != 6 {
+		t.Fatal(got)
+	}
+	if got := faultsOf([]string{"mixed", "pause"}, true); len(got) != 7 {
+		t.Fatal(got)
+	}
+	if ValidKinds([]string{"bogus"}) == nil {
+		t.Fatal("bogus kind accepted")
+	}
+}
+
+// TestRunDocker brings up a 3-node cluster (project ljunit, subnet
+// 10.77.51, ports 1761..1763), runs the mixed schedule for ~25 s and
+// checks that the cluster ends healthy. It needs the lockd:dev image and
+// LOCKJEPSEN_DOCKER_TEST=1 (LOCKJEPSEN_DOCKER_KINDS picks one kind).
+func TestRunDocker(t *testing.T) {
+	if os.Getenv("LOCKJEPSEN_DOCKER_TEST") == "" {
+		t.Skip("set LOCKJEPSEN_DOCKER_TEST=1 (needs docker and the lockd:dev image)")
+	}
+	if exec.Command("docker", "info").Run() != nil {
+		t.Skip("docker info fails")
+	}
+	c := &compose.Cluster{Dir: "../..", Project: "ljunit", Nodes: 3, Subnet: "10.77.51", PortPrefix: "176"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	defer c.Down(context.Background())
+	if err := c.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var evs []history.Event
+	rctx, rcancel := context.WithTimeout(ctx, 25*time.Second)
+	defer rcancel()
+	kinds := []string{"mixed"}
+	if k := os.Getenv("LOCKJEPSEN_DOCKER_KINDS"); k != "" {
+		kinds = []string{k}
+	}
+	counts, err := Run(rctx, c, Config{Kinds: kinds, Rand: rand.New(rand.NewSource(1)),
+		Interval: 2 * time.Second, FaultDuration: 4 * time.Second, Logf: t.Logf},
+		func(e history.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts %v", counts)
+	starts, stops := 0, 0
+	for _, e := range evs {
+		switch e.F {
+		case history.Start:
+			starts++
+		case history.Stop:
+			stops++
+		}
+	}
+	if starts == 0 || starts != stops {
+		t.Fatalf("%d starts, %d stops", starts, stops)
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer hcancel()
+	if err := Healthy(hctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitConverged(hctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := c.SaveLogs(hctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir + "/n1.log"); err != nil || fi.Size() == 0 {
+		t.Fatalf("n1.log: %v", err)
+	}
+}

@@ -1,0 +1,294 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/compose"
+	"github.com/lockd/lockd/jepsen/history"
+)
+
+// Fault names (history Event.Fault of nemesis events).
+const (
+	FaultPartitionNode     = "partition-node"
+	FaultPartitionLeader   = "partition-leader"
+	FaultPartitionMajority = "partition-majority"
+	FaultPartitionBridge   = "partition-bridge"
+	FaultKill              = "kill"
+	FaultPause             = "pause"
+	FaultClientPause       = "client-pause"
+)
+
+// Kinds of Config.Kinds.
+const (
+	KindPartition = "partition"
+	KindKill      = "kill"
+	KindPause     = "pause"
+	KindMixed     = "mixed"
+)
+
+// ClientPauseFunc makes the harness stop one client (its keepalives and
+// operations) for d. It must start the pause and return promptly with a
+// description of its target (e.g. the process or session); the pause
+// ends by itself after d.
+type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, err error)
+
+// Config configures Run.
+type Config struct {
+	// Kinds are the fault kinds to draw from: "partition", "kill",
+	// "pause", "mixed" (all of them). Empty: mixed.
+	Kinds []string
+	// Rand drives every choice; nil: seeded from the clock.
+	Rand *rand.Rand
+	// Interval is the maximum quiet time between faults; each one is
+	// uniform in [Interval/2, Interval]. 0: 10 s.
+	Interval time.Duration
+	// FaultDuration is the maximum duration of a fault; each one is
+	// uniform in [FaultDuration/3, FaultDuration]. 0: 15 s.
+	FaultDuration time.Duration
+	// ClientPause, if set with SessionTTL, enables "client-pause" faults
+	// (kind pause): a client is paused for longer than SessionTTL (TTL +
+	// 1 s .. 2×TTL), so its session expires on the server.
+	ClientPause ClientPauseFunc
+	// SessionTTL is the clients' session TTL.
+	SessionTTL time.Duration
+	// Logf, if set, receives a line per fault and per error.
+	Logf func(format string, args ...any)
+}
+
+type fault struct {
+	name    string
+	targets []string
+	undo    func(ctx context.Context) error
+	until   time.Time // client pause: when it ends by itself
+}
+
+func faultsOf(kinds []string, clientPause bool) []string {
+	var out []string
+	add := func(k string) {
+		switch k {
+		case KindPartition:
+			out = append(out, FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge)
+		case KindKill:
+			out = append(out, FaultKill)
+		case KindPause:
+			out = append(out, FaultPause)
+			if clientPause {
+				out = append(out, FaultClientPause)
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		kinds = []string{KindMixed}
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if k == KindMixed {
+			for _, k2 := range []string{KindPartition, KindKill, KindPause} {
+				if !seen[k2] {
+					seen[k2] = true
+					add(k2)
+				}
+			}
+		} else if !seen[k] {
+			seen[k] = true
+			add(k)
+		}
+	}
+	return out
+}
+
+// ValidKinds checks kind names.
+func ValidKinds(kinds []string) error {
+	for _, k := range kinds {
+		switch k {
+		case KindPartition, KindKill, KindPause, KindMixed:
+		default:
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, mixed)", k)
+		}
+	}
+	return nil
+}
+
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int63n(int64(hi-lo)))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Run injects random faults until ctx ends: quiet for an interval, apply
+// a fault, keep it for its duration, undo it, and so on. Every fault is
+// recorded with rec as an info event F "start" and then "stop" (Fault:
+// one of the Fault* names; Targets: the nodes, or for partitions one
+// comma-joined entry per group). When ctx ends it always leaves the
+// cluster healed — with a fresh context it undoes the current fault,
+// then Recover (heal routes, unpause, start stopped nodes) — records the
+// pending stop, and returns the number of faults applied by name. The
+// error is the cleanup's, if any; failures to apply a fault are logged
+// and counted under "error".
+func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.Event)) (map[string]int, error) {
+	r := cfg.Rand
+	if r == nil {
+		r = rand.New(rand.NewSource(time.Now().UnixNano()))
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.FaultDuration <= 0 {
+		cfg.FaultDuration = 15 * time.Second
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if rec == nil {
+		rec = func(history.Event) {}
+	}
+	if err := ValidKinds(cfg.Kinds); err != nil {
+		return nil, err
+	}
+	choices := faultsOf(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0)
+	counts := map[string]int{}
+	if len(choices) == 0 {
+		<-ctx.Done()
+		return counts, nil
+	}
+	record := func(f string, ft *fault) {
+		rec(history.Event{Process: history.Nemesis, Type: history.Info, F: f,
+			Fault: ft.name, Targets: ft.targets})
+	}
+
+	var cur *fault
+	for sleep(ctx, between(r, cfg.Interval/2, cfg.Interval)) {
+		name := choices[r.Intn(len(choices))]
+		d := between(r, cfg.FaultDuration/3, cfg.FaultDuration)
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ft, err := apply(actx, c, cfg, r, name, d)
+		cancel()
+		if err != nil {
+			counts["error"]++
+			logf("nemesis: %s: %v", name, err)
+			if ft == nil {
+				continue
+			}
+		}
+		cur = ft
+		counts[ft.name]++
+		record(history.Start, ft)
+		logf("nemesis: start %s %v for %v", ft.name, ft.targets, d)
+		if !sleep(ctx, d) {
+			break
+		}
+		uctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+30*time.Second)
+		err = undo(uctx, ft)
+		cancel()
+		if err != nil {
+			counts["error"]++
+			logf("nemesis: undo %s: %v", ft.name, err)
+		}
+		record(history.Stop, ft)
+		logf("nemesis: stop %s %v", ft.name, ft.targets)
+		cur = nil
+	}
+
+	// Cleanup with a fresh context: the run's ctx is done.
+	cctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+60*time.Second)
+	defer cancel()
+	var firstErr error
+	if cur != nil {
+		if err := undo(cctx, cur); err != nil {
+			firstErr = err
+		}
+		record(history.Stop, cur)
+		logf("nemesis: stop %s %v (final)", cur.name, cur.targets)
+	}
+	if err := Recover(cctx, c); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return counts, firstErr
+}
+
+func undo(ctx context.Context, ft *fault) error {
+	var err error
+	if ft.undo != nil {
+		err = ft.undo(ctx)
+	}
+	if !ft.until.IsZero() { // a client pause ends by itself: wait for it
+		if d := time.Until(ft.until); d > 0 {
+			sleep(ctx, d)
+		}
+	}
+	return err
+}
+
+// apply applies one fault. It returns a nil fault when nothing was
+// applied; a non-nil fault with an error when something may have been
+// (so that it gets undone).
+func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, name string, d time.Duration) (*fault, error) {
+	nodes := c.Names()
+	pickNode := func(leaderToo bool) string {
+		if leaderToo && r.Intn(2) == 0 {
+			if l, _ := c.Leader(ctx); l != "" {
+				return l
+			}
+		}
+		return nodes[r.Intn(len(nodes))]
+	}
+	heal := func(ctx context.Context) error { return Heal(ctx, c) }
+	partition := func(name string, groups [][]string) (*fault, error) {
+		ft := &fault{name: name, targets: Targets(groups), undo: heal}
+		if err := Partition(ctx, c, groups); err != nil {
+			return ft, err
+		}
+		return ft, nil
+	}
+	switch name {
+	case FaultPartitionNode:
+		return partition(name, RandomIsolate(nodes, r))
+	case FaultPartitionLeader:
+		l, _ := c.Leader(ctx)
+		if l == "" {
+			return partition(FaultPartitionNode, RandomIsolate(nodes, r))
+		}
+		return partition(name, IsolateGroups(nodes, l))
+	case FaultPartitionMajority:
+		return partition(name, MajorityMinority(nodes, r))
+	case FaultPartitionBridge:
+		return partition(name, Bridge(nodes, r))
+	case FaultKill:
+		n := pickNode(true)
+		ft := &fault{name: name, targets: []string{n},
+			undo: func(ctx context.Context) error { return Restart(ctx, c, n) }}
+		return ft, Kill(ctx, c, n)
+	case FaultPause:
+		n := pickNode(true)
+		ft := &fault{name: name, targets: []string{n},
+			undo: func(ctx context.Context) error { return Resume(ctx, c, n) }}
+		return ft, Pause(ctx, c, n)
+	case FaultClientPause:
+		pd := between(r, cfg.SessionTTL+time.Second, 2*cfg.SessionTTL)
+		if pd < d {
+			pd = d
+		}
+		target, err := cfg.ClientPause(ctx, pd)
+		if err != nil {
+			return nil, err
+		}
+		return &fault{name: name, targets: []string{target}, until: time.Now().Add(pd)}, nil
+	}
+	return nil, fmt.Errorf("unknown fault %q", name)
+}
