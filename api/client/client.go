@@ -87,7 +87,10 @@ type RetryPolicy struct {
 	MaxElapsed time.Duration
 	// AttemptTimeout bounds one HTTP attempt, on top of the server-side
 	// wait of a long-poll. A node retries a write internally while it
-	// has no leader, so this should exceed a leader election.
+	// has no leader, so this should exceed a leader election; it should
+	// not be much longer, because it is also how long a hung node (a
+	// paused VM, a partition that leaves connections open) holds a call
+	// before the client tries another one.
 	AttemptTimeout time.Duration
 	// StatusTimeout bounds one /v1/status while learning the leader.
 	StatusTimeout time.Duration
@@ -98,7 +101,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	MinBackoff:     50 * time.Millisecond,
 	MaxBackoff:     2 * time.Second,
 	MaxElapsed:     30 * time.Second,
-	AttemptTimeout: 15 * time.Second,
+	AttemptTimeout: 5 * time.Second,
 	StatusTimeout:  2 * time.Second,
 }
 

@@ -346,3 +346,38 @@ func TestSessionSurvivesLeaderElection(t *testing.T) {
 		t.Fatalf("client's leader %q after the failover", l)
 	}
 }
+
+// A leader that hangs (SIGSTOP: a VM or GC pause, or a node cut off with
+// its connections left open) must cost a keepalive one bounded attempt,
+// not the session: the client fails over to the new leader well within
+// the TTL and Done stays open. Found by the Jepsen pause nemesis: one
+// keepalive attempt used to wait out the whole TTL on the frozen node.
+func TestSessionSurvivesHungLeader(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, 3)
+	cl.waitLeader(cl.nodes, 20*time.Second)
+	c, err := client.New(cl.addrs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, c, 4*time.Second)
+	ctx := ctxFor(t, 60*time.Second)
+	g, err := s.Lock(ctx, "jobs/hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := cl.byAddr(c.Leader())
+	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-s.Done():
+		t.Fatalf("Done closed while the leader was frozen: %v", s.Err())
+	case <-time.After(3 * s.TTL()):
+	}
+	info, err := c.GetSession(ctx, s.ID())
+	if err != nil || len(info.Held) != 1 || info.Held[0].Token != g.Token {
+		t.Fatalf("session with the old leader frozen: %+v, %v", info, err)
+	}
+}

@@ -191,7 +191,11 @@ func (s *Session) keepalives(lastOK time.Time) {
 			return
 		}
 		kctx, kcancel := context.WithDeadline(ctx, deadline)
-		err := s.c.do(kctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive"})
+		// Several attempts fit before the deadline: a node that hangs
+		// (paused, or cut off with its connections open) costs one
+		// attempt, not the session.
+		err := s.c.do(kctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive",
+			attempt: keepaliveAttempt(s.ttl)})
 		kcancel()
 		switch {
 		case err == nil:
@@ -207,6 +211,11 @@ func (s *Session) keepalives(lastOK time.Time) {
 		}
 	}
 }
+
+// keepaliveAttempt bounds one keepalive attempt: a quarter of the TTL
+// (at least 250ms), so that about three attempts on different nodes fit
+// in TTL minus the safety margin.
+func keepaliveAttempt(ttl time.Duration) time.Duration { return max(ttl/4, 250*time.Millisecond) }
 
 // paused reports whether the test hook holds keepalives back.
 func (s *Session) paused(now time.Time) bool {

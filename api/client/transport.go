@@ -43,6 +43,9 @@ type call struct {
 	// wait is how long the server may legitimately hold the call (a
 	// long-poll); it extends the per-attempt timeout.
 	wait time.Duration
+	// attempt, when set, replaces RetryPolicy.AttemptTimeout: keepalives
+	// must fail over from a hung node well within the session's TTL.
+	attempt time.Duration
 }
 
 // do sends c to the leader (or, while the leader is unknown, to the next
@@ -91,7 +94,11 @@ func (cl *Client) do(ctx context.Context, c call) error {
 
 // send makes one attempt of c against base ("http://host:port").
 func (cl *Client) send(ctx context.Context, base string, c call) error {
-	actx, cancel := context.WithTimeout(ctx, cl.retry.AttemptTimeout+c.wait)
+	timeout := cl.retry.AttemptTimeout
+	if c.attempt > 0 {
+		timeout = c.attempt
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout+c.wait)
 	defer cancel()
 	var body io.Reader
 	if c.body != nil {
