@@ -56,7 +56,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, mixed (all), or none`)
 	fs.DurationVar(&c.duration, "time", 60*time.Second, "how long the workload runs under faults (then heal, final phase, checks)")
 	fs.IntVar(&c.clients, "clients", 6, "concurrent client workers")
-	fs.DurationVar(&c.ttl, "ttl", 5*time.Second, "session TTL of the clients")
+	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session TTL of the clients (client pauses last TTL+1s..2×TTL)")
 	fs.DurationVar(&c.wait, "wait", 5*time.Second, "server-side wait of each acquire")
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
