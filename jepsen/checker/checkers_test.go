@@ -96,6 +96,41 @@ func TestTokens(t *testing.T) {
 
 func TestLinearizable(t *testing.T) {
 	cases := []histCase{
+		{"observe reads agree with the grants", func(h *hb) {
+			h.observe(9, "a")
+			h.lock(1, "a", 1)
+			h.observe(9, "a", held(1, "write", 1))
+			h.release(1, "a")
+			h.observe(9, "a")
+		}, true, ""},
+		{"stale read: the holder is seen after its release completed", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.release(1, "a")
+			h.observe(9, "a", held(1, "write", 1))
+		}, false, ""},
+		{"read misses an acknowledged holder", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.observe(9, "a")
+		}, false, ""},
+		{"read sees a wrong token", func(h *hb) {
+			h.lock(1, "a", 4)
+			h.observe(9, "a", held(1, "write", 3))
+		}, false, ""},
+		{"read sees a session no process owns", func(h *hb) {
+			h.observe(9, "a", history.Holder{Session: "ghost", Mode: "write", Token: 2})
+		}, false, ""},
+		{"reads concurrent with a grant: before it, then after it", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.observe(8, "a")
+			h.observe(9, "a", held(1, "write", 2))
+			h.granted(1, wg("a", 2))
+		}, true, ""},
+		{"reads concurrent with a grant: seen, then unseen", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.observe(9, "a", held(1, "write", 2))
+			h.observe(8, "a")
+			h.granted(1, wg("a", 2))
+		}, false, ""},
 		{"sequential mutex", func(h *hb) {
 			h.lock(1, "a", 1)
 			h.release(1, "a")

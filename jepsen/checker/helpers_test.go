@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/lockd/lockd/jepsen/history"
@@ -13,6 +14,9 @@ type hb struct {
 }
 
 func (h *hb) add(e history.Event) history.Event {
+	if e.Process >= 0 && e.Session == "" {
+		e.Session = "s" + strconv.Itoa(e.Process) // one session per process
+	}
 	e.Index = len(h.ev)
 	h.t += time.Millisecond
 	e.Time = h.t
@@ -95,4 +99,16 @@ func (h *hb) phaseFinal() {
 
 func (h *hb) finalRead(vs map[string][]int64) {
 	h.add(history.Event{Type: history.OK, Process: history.Harness, F: history.FinalRead, Values: vs})
+}
+
+// observe is a whole observe read by p of name that saw holders
+// (process, mode, token).
+func (h *hb) observe(p int, name string, holders ...history.Holder) {
+	h.add(history.Event{Type: history.Invoke, Process: p, F: history.Observe, Names: []string{name}})
+	h.add(history.Event{Type: history.OK, Process: p, F: history.Observe, Names: []string{name}, Holders: holders})
+}
+
+// held is a holder of an observe read: process p's session.
+func held(p int, mode string, tok uint64) history.Holder {
+	return history.Holder{Session: "s" + strconv.Itoa(p), Mode: mode, Token: tok}
 }

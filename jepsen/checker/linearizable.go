@@ -99,6 +99,16 @@ type LockOutput struct {
 	Type    history.Type // ok, fail or info (info also: no completion)
 	Granted []history.Granted
 	Error   string
+	// Observed: the holders an ok observe read (Proc -1: a session no
+	// process of the history owns).
+	Observed []Observed
+}
+
+// Observed is one holder an observe read returned.
+type Observed struct {
+	Proc  int
+	Write bool
+	Token uint64
 }
 
 // LockOperations converts the lock operations of a history to porcupine
@@ -119,6 +129,7 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 	// else its first event. The tight window keeps porcupine's search
 	// small.
 	var end time.Duration
+	procOf := map[string]int{}       // session -> process
 	since := map[int]time.Duration{} // process -> alive since
 	invoked := map[int]time.Duration{}
 	expiryFrom := map[int]time.Duration{} // event index -> window start
@@ -126,6 +137,9 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 		end = max(end, e.Time)
 		if e.Process < 0 {
 			continue
+		}
+		if e.Session != "" {
+			procOf[e.Session] = e.Process
 		}
 		if _, ok := since[e.Process]; !ok {
 			since[e.Process] = e.Time
@@ -265,6 +279,21 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 				lostSeen[o.inv.Process] = true
 				expire(o.inv.Process, o.comp.Index, ret)
 			}
+		case history.Observe:
+			// A read changes nothing: only what it saw can be wrong.
+			if out.Type != history.OK || len(o.inv.Names) != 1 {
+				continue
+			}
+			for _, h := range o.comp.Holders {
+				proc, ok := procOf[h.Session]
+				if !ok {
+					proc = -1
+				}
+				p.out.Observed = append(p.out.Observed, Observed{Proc: proc, Write: isWrite(h.Mode), Token: h.Token})
+			}
+			p.in.Names = o.inv.Names
+			p.in.Part = part(o.inv.Names[0])
+			ps = append(ps, p)
 		case history.Close:
 			p.perProc = true
 			ps = append(ps, p)
@@ -493,6 +522,11 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 		return s.without(func(_ int, h hold) bool { return h.Proc == in.Process })
 	}
 	switch in.Kind {
+	case history.Observe:
+		if observedMatches(s, in.Names[0], out.Observed) {
+			return []any{s}
+		}
+		return nil
 	case history.Lost:
 		return []any{dropAll()}
 	case history.Close:
@@ -564,6 +598,35 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 	return []any{s}
 }
 
+// observedMatches reports whether a read of name's holders agrees with
+// the state: the same processes in the same modes, with the same tokens
+// where the model knows them.
+func observedMatches(s *LockState, name string, seen []Observed) bool {
+	var want []hold
+	for _, h := range s.holds {
+		if h.Name == name {
+			want = append(want, h)
+		}
+	}
+	if len(want) != len(seen) {
+		return false
+	}
+	used := make([]bool, len(want))
+	for _, o := range seen {
+		found := false
+		for i, h := range want {
+			if !used[i] && h.Proc == o.Proc && h.Write == o.Write && (h.Token == 0 || h.Token == o.Token) {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // grantAcquire applies an acknowledged grant, or returns nil when the
 // state does not allow it.
 func grantAcquire(s *LockState, in LockInput, granted []history.Granted) *LockState {
@@ -630,7 +693,7 @@ func describeOp(input, output any) string {
 		if in.Require != "" && in.Require != "all" {
 			sb.WriteString(" " + in.Require)
 		}
-	case history.Release:
+	case history.Release, history.Observe:
 		fmt.Fprintf(&sb, " %v", in.Names)
 	}
 	if in.Kind == history.Lost {
@@ -639,6 +702,9 @@ func describeOp(input, output any) string {
 	sb.WriteString(" -> " + string(out.Type))
 	for _, g := range out.Granted {
 		fmt.Fprintf(&sb, " %s@%d", g.Name, g.Token)
+	}
+	for _, o := range out.Observed {
+		fmt.Fprintf(&sb, " p%d:%s@%d", o.Proc, map[bool]string{true: "w", false: "r"}[o.Write], o.Token)
 	}
 	if out.Error != "" {
 		sb.WriteString(" " + out.Error)

@@ -66,6 +66,10 @@ const (
 	// (unfenced: the checker counts concurrent users per Seq order).
 	ResEnter = "res-enter"
 	ResExit  = "res-exit"
+	// Observe reads one lock from lockd (GET /v1/locks/{name}, a
+	// linearizable read): Names[0] in; Holders on ok (none: nobody
+	// holds it). It changes nothing, so any error is a fail.
+	Observe = "observe"
 	// FinalRead reads every register of the resource after the run
 	// (Values: name -> elements), for the set-full check.
 	FinalRead = "final-read"
@@ -93,6 +97,13 @@ type Granted struct {
 	Token uint64 `json:"token"`
 }
 
+// Holder is one holder of a lock as lockd reported it (Observe).
+type Holder struct {
+	Session string `json:"session"`
+	Mode    string `json:"mode,omitempty"`
+	Token   uint64 `json:"token"`
+}
+
 // Event is one line of the history.
 type Event struct {
 	Index   int           `json:"index"`
@@ -106,6 +117,7 @@ type Event struct {
 	Names   []string  `json:"names,omitempty"`
 	Granted []Granted `json:"granted,omitempty"`
 	Token   uint64    `json:"token,omitempty"`
+	Holders []Holder  `json:"holders,omitempty"`
 
 	Value  int64              `json:"value,omitempty"`
 	Read   []int64            `json:"read,omitempty"`

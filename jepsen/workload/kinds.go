@@ -17,6 +17,7 @@ func (mutex) Name() string { return "mutex" }
 func (mutex) Limit() int   { return 0 }
 
 func (mutex) Cycle(ctx context.Context, p *Proc) {
+	p.maybeObserve(ctx, mutexName)
 	g := p.Acquire(ctx, []history.Lock{{Name: mutexName, Mode: "write"}}, "", p.env().Wait)
 	if g == nil {
 		return
@@ -47,6 +48,7 @@ func (s semaphore) lock() []history.Lock {
 }
 
 func (s semaphore) Cycle(ctx context.Context, p *Proc) {
+	p.maybeObserve(ctx, semName)
 	g := p.Acquire(ctx, s.lock(), "", p.env().Wait)
 	if g == nil {
 		return
@@ -72,6 +74,7 @@ func (rw) Name() string { return "rw" }
 func (rw) Limit() int   { return 0 }
 
 func (rw) Cycle(ctx context.Context, p *Proc) {
+	p.maybeObserve(ctx, rwName)
 	mode := "read"
 	if p.rng.IntN(3) == 0 {
 		mode = "write"
@@ -182,6 +185,7 @@ func (hierarchy) Limit() int   { return 0 }
 
 func (hierarchy) Cycle(ctx context.Context, p *Proc) {
 	name := hierNames[p.rng.IntN(len(hierNames))]
+	p.maybeObserve(ctx, name)
 	mode := "write"
 	if p.rng.IntN(4) == 0 {
 		mode = "read"

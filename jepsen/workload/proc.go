@@ -169,6 +169,37 @@ func (p *Proc) close(ctx context.Context) {
 	p.record(history.Event{Type: history.OK, F: history.Close})
 }
 
+// Observe records a linearizable read of name's holders.
+func (p *Proc) Observe(ctx context.Context, name string) {
+	if !p.alive() {
+		return
+	}
+	names := []string{name}
+	p.record(history.Event{Type: history.Invoke, F: history.Observe, Names: names})
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	info, err := p.w.c.GetLock(octx, name)
+	switch {
+	case errors.Is(err, client.ErrLockNotFound):
+		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Node: p.w.c.Leader()})
+	case err != nil:
+		p.record(history.Event{Type: history.Fail, F: history.Observe, Names: names, Error: err.Error()})
+	default:
+		hs := make([]history.Holder, len(info.Holders))
+		for i, h := range info.Holders {
+			hs[i] = history.Holder{Session: h.Session, Mode: string(h.Mode), Token: h.Token}
+		}
+		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Holders: hs, Node: p.w.c.Leader()})
+	}
+}
+
+// maybeObserve reads name's holders before one round in three.
+func (p *Proc) maybeObserve(ctx context.Context, name string) {
+	if p.rng.IntN(3) == 0 {
+		p.Observe(ctx, name)
+	}
+}
+
 // ResRead reads register name of the resource under the hold (mode,
 // token); ok false when the resource refused a stale token.
 func (p *Proc) ResRead(name, mode string, token uint64) ([]int64, bool) {

@@ -119,6 +119,9 @@ func TestWorkloadsValidAgainstRealLockd(t *testing.T) {
 			if n := count(events, history.Acquire, history.OK); n < 4 {
 				t.Errorf("only %d grants", n)
 			}
+			if name != "multi" && name != "deadlock" && count(events, history.Observe, history.OK) == 0 {
+				t.Errorf("no observe read")
+			}
 			if name == "deadlock" && count(events, history.Acquire, history.Fail) == 0 {
 				t.Logf("no deadlock in this short run (grants %d)", count(events, history.Acquire, history.OK))
 			}
