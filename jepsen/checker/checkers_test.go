@@ -321,6 +321,8 @@ func TestLiveness(t *testing.T) {
 			h.lock(2, "a", 3)
 			h.release(2, "a")
 			h.lock(3, "a", 5)
+			h.release(3, "a")
+			h.lock(1, "a", 7)
 		}, true, ""}, cfg},
 		{histCase{"timeout in final phase", func(h *hb) {
 			h.phaseFinal()
@@ -383,6 +385,7 @@ func TestConvergence(t *testing.T) {
 		{"digest mismatch", []NodeState{n("n1", 10, "x", ""), n("n2", 10, "y", "")}, Invalid},
 		{"index mismatch", []NodeState{n("n1", 10, "x", ""), n("n2", 9, "x", "")}, Invalid},
 		{"unanswered", []NodeState{n("n1", 10, "x", ""), n("n2", 0, "", "timeout")}, Invalid},
+		{"empty reports agree but prove nothing", []NodeState{n("n1", 0, "", ""), n("n2", 0, "", "")}, Invalid},
 		{"none", nil, Unknown},
 	}
 	for _, tc := range tests {

@@ -166,3 +166,38 @@ func lostProcesses(events []history.Event) map[int]bool {
 	}
 	return out
 }
+
+// definiteFailure: acquire answers that were decided in the log for a
+// live session (so they prove the session was alive when applied).
+func definiteFailure(code string) bool {
+	switch code {
+	case "timeout", "deadlock", "limit_mismatch", "poorly_ordered_access":
+		return true
+	}
+	return false
+}
+
+// provesAlive reports whether the completion e of an operation proves
+// that its process's session was alive when the operation was applied:
+// an acknowledged acquire or release, or a definite acquire failure.
+func provesAlive(e history.Event) bool {
+	switch {
+	case e.Type == history.OK && (e.F == history.Acquire || e.F == history.Release):
+		return true
+	case e.Type == history.Fail && e.F == history.Acquire && definiteFailure(e.Error):
+		return true
+	}
+	return false
+}
+
+// lastAlive returns, per process, the history index of the last
+// completion that proves its session alive (see provesAlive).
+func lastAlive(events []history.Event) map[int]int {
+	out := map[int]int{}
+	for _, e := range events {
+		if e.Process >= 0 && provesAlive(e) {
+			out[e.Process] = e.Index
+		}
+	}
+	return out
+}

@@ -13,7 +13,7 @@ type NodeState struct {
 }
 
 // Convergence is valid iff every node answered and all report the same
-// applied index and the same digest.
+// (non-zero) applied index and the same (non-empty) digest.
 func Convergence(nodes []NodeState) Result {
 	r := newResult("convergence")
 	cfg := Config{}
@@ -30,6 +30,9 @@ func Convergence(nodes []NodeState) Result {
 			r.Counts["unanswered"]++
 			r.anomaly(cfg, "node %s did not answer: %s", n.Node, n.Err)
 			continue
+		}
+		if n.AppliedIndex == 0 || n.Digest == "" {
+			r.anomaly(cfg, "node %s reported nothing to compare (applied index %d, digest %q)", n.Node, n.AppliedIndex, n.Digest)
 		}
 		if ref == nil {
 			ref = n

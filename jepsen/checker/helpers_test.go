@@ -14,6 +14,9 @@ type hb struct {
 }
 
 func (h *hb) add(e history.Event) history.Event {
+	if e.Process >= 0 && e.Worker == 0 {
+		e.Worker = e.Process // one process per worker
+	}
 	if e.Process >= 0 && e.Session == "" {
 		e.Session = "s" + strconv.Itoa(e.Process) // one session per process
 	}

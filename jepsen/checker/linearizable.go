@@ -116,7 +116,8 @@ type Observed struct {
 // last event for info and missing completions. A lost event becomes an
 // operation that ends all the process's holds, from when the session was
 // last known alive (the invoke of its latest acknowledged acquire or
-// release, else its first event) to the lost event; so does a release
+// release or definitely failed acquire, else its first event) to the
+// lost event; so does a release
 // failing not_held or a failed close without an earlier lost.
 func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 	if len(events) == 0 {
@@ -147,10 +148,10 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 		switch {
 		case e.Type == history.Invoke:
 			invoked[e.Process] = e.Time
+		case provesAlive(e):
+			since[e.Process] = invoked[e.Process]
 		case e.F == history.Lost, e.Type == history.Fail:
 			expiryFrom[e.Index] = since[e.Process]
-		case e.Type == history.OK && (e.F == history.Acquire || e.F == history.Release):
-			since[e.Process] = invoked[e.Process]
 		}
 	}
 	end++

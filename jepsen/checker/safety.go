@@ -2,7 +2,9 @@ package checker
 
 import (
 	"math"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/lockd/lockd/jepsen/history"
 )
@@ -187,36 +189,126 @@ func Safety(events []history.Event, cfg Config) Result {
 	}
 	inside := map[semKey]int{} // open enters
 	count := map[string]int{}  // inside, per name
-	excusable := map[string]int{}
+	alive := lastAlive(events)
 	for _, a := range sem {
 		k := semKey{a.proc, a.g.Name}
 		if a.f == history.ResExit {
 			if inside[k] > 0 {
 				inside[k]--
 				count[a.g.Name]--
-				if lost[a.proc] {
-					excusable[a.g.Name]--
-				}
 			}
 			continue
 		}
 		r.Counts["sem-enters"]++
 		inside[k]++
 		count[a.g.Name]++
-		if lost[a.proc] {
-			excusable[a.g.Name]++
-		}
 		lim := lims[a.g.Name]
 		if lim < 1 {
 			lim = max(cfg.Limit, 1)
 		}
-		if n := count[a.g.Name]; n > lim {
-			if n-excusable[a.g.Name] > lim {
-				r.anomaly(cfg, "semaphore %q: %d users inside (limit %d) at event %d (process %d)", a.g.Name, n, lim, a.idx, a.proc)
-			} else {
-				r.Counts["excused"]++
+		r.Counts["sem-max-inside"] = max(r.Counts["sem-max-inside"], count[a.g.Name])
+		n := count[a.g.Name]
+		if n <= lim {
+			continue
+		}
+		// Users whose session was lost later, with nothing proving it
+		// alive after this moment, may have expired already.
+		excusable := 0
+		for q, c := range inside {
+			if q.name == a.g.Name && c > 0 && lost[q.proc] && alive[q.proc] < a.idx {
+				excusable += c
 			}
 		}
+		if n-excusable > lim {
+			r.anomaly(cfg, "semaphore %q: %d users inside (limit %d) at event %d (process %d)", a.g.Name, n, lim, a.idx, a.proc)
+		} else {
+			r.Counts["excused"]++
+		}
 	}
+	concurrentHolds(events, lims, lost, cfg, &r)
 	return r
+}
+
+// concurrentHolds flags two conflicting holds of live sessions that were
+// both acknowledged, both used (a resource operation invoked under them)
+// and held at the same time as the clients saw it: from the acquire's ok
+// to the invoke of the release (or close, or the end). Unlike the
+// windows at the resource, this cannot be hidden by fencing, which
+// refuses the older holder's uses. Processes whose session was lost are
+// left out: their holds may have ended early.
+func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]bool, cfg Config, r *Result) {
+	type held struct {
+		proc       int
+		name, mode string
+		token      uint64
+		from, to   time.Duration
+		idx        int
+		used       bool
+	}
+	var holds []*held
+	open := map[int][]*held{} // process -> its open holds
+	var end time.Duration
+	for _, e := range events {
+		end = max(end, e.Time)
+		if e.Process < 0 || lost[e.Process] {
+			continue
+		}
+		switch {
+		case e.F == history.Acquire && e.Type == history.OK:
+			for _, g := range e.Granted {
+				h := &held{proc: e.Process, name: g.Name, mode: g.Mode, token: g.Token, from: e.Time, to: -1, idx: e.Index}
+				holds = append(holds, h)
+				open[e.Process] = append(open[e.Process], h)
+			}
+		case (e.F == history.ResRead || e.F == history.ResWrite) && e.Type == history.Invoke:
+			for _, h := range open[e.Process] {
+				if len(e.Granted) > 0 && h.name == e.Granted[0].Name && h.token == e.Token {
+					h.used = true
+				}
+			}
+		case e.F == history.Release && e.Type == history.Invoke:
+			keep := open[e.Process][:0]
+			for _, h := range open[e.Process] {
+				if slices.Contains(e.Names, h.name) {
+					h.to = e.Time
+				} else {
+					keep = append(keep, h)
+				}
+			}
+			open[e.Process] = keep
+		case e.F == history.Close && e.Type == history.Invoke:
+			for _, h := range open[e.Process] {
+				h.to = e.Time
+			}
+			delete(open, e.Process)
+		}
+	}
+	var used []*held
+	for _, h := range holds {
+		if h.to < 0 {
+			h.to = end
+		}
+		if h.used && lims[h.name] <= 1 {
+			used = append(used, h)
+		}
+	}
+	r.Counts["holds-checked"] = len(used)
+	sort.SliceStable(used, func(i, j int) bool { return used[i].from < used[j].from })
+	var active []*held
+	for _, h := range used {
+		keep := active[:0]
+		for _, x := range active {
+			if x.to > h.from {
+				keep = append(keep, x)
+			}
+		}
+		active = keep
+		for _, x := range active {
+			if x.proc != h.proc && conflict(x.name, x.mode, h.name, h.mode) {
+				r.anomaly(cfg, "conflicting holds at the same time: process %d %s %q token %d (granted at event %d) and process %d %s %q token %d (granted at event %d), both sessions live",
+					x.proc, x.mode, x.name, x.token, x.idx, h.proc, h.mode, h.name, h.token, h.idx)
+			}
+		}
+		active = append(active, h)
+	}
 }

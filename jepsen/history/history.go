@@ -110,6 +110,7 @@ type Event struct {
 	Type    Type          `json:"type"`
 	Time    time.Duration `json:"time"` // since the start of the run (monotonic), ns
 	Process int           `json:"process"`
+	Worker  int           `json:"worker"` // the client (goroutine) running the process
 	F       string        `json:"f"`
 
 	Locks   []Lock    `json:"locks,omitempty"`

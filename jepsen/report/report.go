@@ -142,6 +142,17 @@ func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/1e3) / 1e3
 }
 
+// Flagged reports whether some checker found a violation (Invalid, not
+// merely Unknown): what a negative control must achieve.
+func (s Summary) Flagged() bool {
+	for _, r := range s.Results {
+		if r.Verdict == checker.Invalid {
+			return true
+		}
+	}
+	return false
+}
+
 // WriteJSON writes s, indented, to dir/results.json (creating dir).
 func WriteJSON(dir string, s Summary) error {
 	b, err := json.MarshalIndent(s, "", "  ")

@@ -315,3 +315,20 @@ func TestWriteHTMLLarge(t *testing.T) {
 	}
 	t.Logf("%d events: %d bytes", len(ev), len(page))
 }
+
+// A negative control counts as caught only when a checker says invalid:
+// an Unknown (porcupine out of time, no final read) proves nothing
+// (found in review).
+func TestFlaggedNeedsAnInvalidVerdict(t *testing.T) {
+	unknown := Summarize(Run{Negative: "unfenced"}, nil, []checker.Result{
+		{Checker: "safety", Verdict: checker.Valid},
+		{Checker: "linearizable", Verdict: checker.Unknown},
+	})
+	if unknown.Valid || unknown.Flagged() {
+		t.Fatalf("valid+unknown: Valid=%v Flagged=%v, want false, false", unknown.Valid, unknown.Flagged())
+	}
+	invalid := Summarize(Run{}, nil, []checker.Result{{Checker: "safety", Verdict: checker.Invalid}})
+	if !invalid.Flagged() {
+		t.Fatal("an invalid verdict is not Flagged")
+	}
+}

@@ -25,7 +25,8 @@ type Proc struct {
 	s   *client.Session
 	rng *rand.Rand
 
-	retired bool
+	retired  bool
+	acquires int // acquires invoked
 }
 
 // Rand returns the worker's random source.
@@ -40,7 +41,7 @@ func (p *Proc) Retired() bool { return p.retired }
 func (p *Proc) env() *Env { return p.w.env }
 
 func (p *Proc) record(e history.Event) history.Event {
-	e.Process, e.Session = p.ID, p.s.ID()
+	e.Process, e.Worker, e.Session = p.ID, p.w.idx, p.s.ID()
 	return p.env().Rec.Add(e)
 }
 
@@ -80,6 +81,7 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 	for i, l := range locks {
 		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit}
 	}
+	p.acquires++
 	p.record(history.Event{Type: history.Invoke, F: history.Acquire, Locks: locks, Require: require})
 	actx, cancel := context.WithTimeout(ctx, wait+opTimeout)
 	defer cancel()

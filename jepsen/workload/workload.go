@@ -127,7 +127,7 @@ func (w *worker) procFor(ctx context.Context) *Proc {
 		w.proc = nil
 	}
 	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, opTimeout)
+		sctx, cancel := context.WithTimeout(ctx, min(opTimeout, 2*w.env.TTL))
 		s, err := w.c.NewSession(sctx, w.env.TTL, client.WithSessionName("jepsen-w"+strconv.Itoa(w.idx)))
 		cancel()
 		if err == nil {
@@ -161,15 +161,28 @@ func (cs *Clients) Run(ctx context.Context) {
 }
 
 // Final runs the liveness round on every worker at once: each must be
-// granted within wait.
+// granted within wait. A worker whose process retires before invoking an
+// acquire (its session found lost) goes on with a new one. The round
+// ends after 2×wait + 5s whatever happens (the liveness checker then
+// reports the clients that were not served).
 func (cs *Clients) Final(ctx context.Context, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, 2*wait+5*time.Second)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, w := range cs.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p := w.procFor(ctx); p != nil {
+			for ctx.Err() == nil {
+				p := w.procFor(ctx)
+				if p == nil {
+					return
+				}
+				before := p.acquires
 				cs.w.Final(ctx, p, wait)
+				if p.acquires > before {
+					return
+				}
 			}
 		}()
 	}

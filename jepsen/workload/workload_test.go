@@ -157,3 +157,23 @@ func TestClientPauseIsFencedAndUnfencedIsCaught(t *testing.T) {
 		t.Error("unfenced resource with a client paused past its TTL: no checker flagged it")
 	}
 }
+
+// The final round ends by itself even when the cluster cannot be reached
+// (found in review: it used to retry session creation until a signal).
+func TestFinalRoundIsBounded(t *testing.T) {
+	rec, _ := history.NewRecorder("")
+	env := &workload.Env{Rec: rec, Res: resource.New(true), Endpoints: []string{"127.0.0.1:1"},
+		TTL: time.Second, Wait: 100 * time.Millisecond, Hold: time.Millisecond}
+	w, _ := workload.New("mutex")
+	cs, err := workload.NewClients(env, w, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cs.Final(context.Background(), 500*time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2*500*time.Millisecond + 5*time.Second + 2*time.Second):
+		t.Fatal("Final(wait=500ms) against an unreachable cluster did not end")
+	}
+}

@@ -198,7 +198,7 @@ func runCmd(args []string) (int, error) {
 	}
 	printVerdict(sum, outDir)
 	switch {
-	case cfg.negative != "" && !sum.Valid:
+	case cfg.negative != "" && sum.Flagged():
 		fmt.Printf("negative control %q was flagged invalid, as it must be\n", cfg.negative)
 		return 0, nil
 	case cfg.negative != "":
