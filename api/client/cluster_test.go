@@ -311,10 +311,10 @@ func TestFailoverKillLeaderNoLostOrDoubledLock(t *testing.T) {
 	}
 }
 
-// A leader election the session survives does not close Done: the
-// keepalives go to the other nodes meanwhile, for several TTLs after.
-func TestSessionSurvivesLeaderElection(t *testing.T) {
-	t.Parallel() // mostly waiting: overlap with the others
+// holdOnCluster starts a 3-node cluster and a client whose session (TTL
+// 4s) holds name; ctx bounds the test.
+func holdOnCluster(t *testing.T, name string) (*procCluster, *client.Client, *client.Session, *client.Grant, context.Context) {
+	t.Helper()
 	cl := startCluster(t, 3)
 	cl.waitLeader(cl.nodes, 20*time.Second)
 	c, err := client.New(cl.addrs()...)
@@ -322,11 +322,19 @@ func TestSessionSurvivesLeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSession(t, c, 4*time.Second)
-	ctx := ctxFor(t, 40*time.Second)
-	g, err := s.Lock(ctx, "jobs/y")
+	ctx := ctxFor(t, 60*time.Second)
+	g, err := s.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl, c, s, g, ctx
+}
+
+// A leader election the session survives does not close Done: the
+// keepalives go to the other nodes meanwhile, for several TTLs after.
+func TestSessionSurvivesLeaderElection(t *testing.T) {
+	t.Parallel() // mostly waiting: overlap with the others
+	cl, c, s, g, ctx := holdOnCluster(t, "jobs/y")
 	inUse := cl.byAddr(c.Leader())
 	cl.kill(inUse)
 	cl.waitLeader(cl.others(inUse), 20*time.Second)
@@ -354,18 +362,7 @@ func TestSessionSurvivesLeaderElection(t *testing.T) {
 // keepalive attempt used to wait out the whole TTL on the frozen node.
 func TestSessionSurvivesHungLeader(t *testing.T) {
 	t.Parallel()
-	cl := startCluster(t, 3)
-	cl.waitLeader(cl.nodes, 20*time.Second)
-	c, err := client.New(cl.addrs()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSession(t, c, 4*time.Second)
-	ctx := ctxFor(t, 60*time.Second)
-	g, err := s.Lock(ctx, "jobs/hung")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, c, s, g, ctx := holdOnCluster(t, "jobs/hung")
 	frozen := cl.byAddr(c.Leader())
 	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

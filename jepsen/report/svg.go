@@ -368,33 +368,11 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 		keep[k] = len(bars)
 		bars = append(bars, br)
 	}
-	// Still too many: drop every other ok bar, evenly, until they fit;
-	// failures and infos are always drawn.
-	if len(bars) > maxBars {
-		nok := 0
-		for _, br := range bars {
-			if br.outc == oOK {
-				nok++
-			}
-		}
-		keepOK := max(0, maxBars-(len(bars)-nok))
-		var out []bar
-		j := 0
-		for _, br := range bars {
-			if br.outc == oOK {
-				// keep ok bar j iff it is the first to reach a new
-				// multiple of nok/keepOK
-				keepIt := keepOK > 0 && (j*keepOK)/nok != ((j+1)*keepOK)/nok
-				j++
-				if !keepIt {
-					st.sampled++
-					continue
-				}
-			}
-			out = append(out, br)
-		}
-		bars = out
-	}
+	// Still too many: thin the ok bars evenly until they fit; failures
+	// and infos are always drawn.
+	var dropped int
+	bars, dropped = thinOK(bars, maxBars, func(br bar) bool { return br.outc == oOK })
+	st.sampled += dropped
 	st.drawn = len(bars)
 
 	laneH := 18.0
@@ -605,29 +583,9 @@ func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 		seen[k] = true
 		kept = append(kept, dt)
 	}
-	if len(kept) > maxDots {
-		nok := 0
-		for _, dt := range kept {
-			if dt.outc == oOK {
-				nok++
-			}
-		}
-		keepOK := max(0, maxDots-(len(kept)-nok))
-		var out []dot
-		j := 0
-		for _, dt := range kept {
-			if dt.outc == oOK {
-				keepIt := keepOK > 0 && (j*keepOK)/nok != ((j+1)*keepOK)/nok
-				j++
-				if !keepIt {
-					st.sampled++
-					continue
-				}
-			}
-			out = append(out, dt)
-		}
-		kept = out
-	}
+	var dropped int
+	kept, dropped = thinOK(kept, maxDots, func(dt dot) bool { return dt.outc == oOK })
+	st.sampled += dropped
 	st.drawn = len(kept)
 
 	height := bottom + 40
@@ -715,4 +673,36 @@ func esc(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// thinOK keeps at most limit items by dropping ok ones (isOK) evenly;
+// the others are always kept. It returns the items kept, in order, and
+// how many were dropped.
+func thinOK[T any](items []T, limit int, isOK func(T) bool) ([]T, int) {
+	if len(items) <= limit {
+		return items, 0
+	}
+	nok := 0
+	for _, it := range items {
+		if isOK(it) {
+			nok++
+		}
+	}
+	keepOK := max(0, limit-(len(items)-nok))
+	var out []T
+	dropped, j := 0, 0
+	for _, it := range items {
+		if isOK(it) {
+			// keep ok item j iff it is the first to reach a new multiple
+			// of nok/keepOK
+			keepIt := keepOK > 0 && (j*keepOK)/nok != ((j+1)*keepOK)/nok
+			j++
+			if !keepIt {
+				dropped++
+				continue
+			}
+		}
+		out = append(out, it)
+	}
+	return out, dropped
 }

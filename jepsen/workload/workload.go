@@ -142,22 +142,11 @@ func (w *worker) procFor(ctx context.Context) *Proc {
 
 // Run runs cycles on every worker until ctx ends.
 func (cs *Clients) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, w := range cs.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				p := w.procFor(ctx)
-				if p == nil {
-					return
-				}
-				cs.w.Cycle(ctx, p)
-				Sleep(ctx, time.Duration(w.rng.Int64N(int64(cs.env.Hold)+1)))
-			}
-		}()
-	}
-	wg.Wait()
+	cs.each(ctx, func(w *worker, p *Proc) bool {
+		cs.w.Cycle(ctx, p)
+		Sleep(ctx, time.Duration(w.rng.Int64N(int64(cs.env.Hold)+1)))
+		return false
+	})
 }
 
 // Final runs the liveness round on every worker at once: each must be
@@ -168,6 +157,16 @@ func (cs *Clients) Run(ctx context.Context) {
 func (cs *Clients) Final(ctx context.Context, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, 2*wait+5*time.Second)
 	defer cancel()
+	cs.each(ctx, func(_ *worker, p *Proc) bool {
+		before := p.acquires
+		cs.w.Final(ctx, p, wait)
+		return p.acquires > before
+	})
+}
+
+// each runs round on every worker concurrently, with its live process,
+// until round returns true or ctx ends.
+func (cs *Clients) each(ctx context.Context, round func(w *worker, p *Proc) (done bool)) {
 	var wg sync.WaitGroup
 	for _, w := range cs.workers {
 		wg.Add(1)
@@ -175,12 +174,7 @@ func (cs *Clients) Final(ctx context.Context, wait time.Duration) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				p := w.procFor(ctx)
-				if p == nil {
-					return
-				}
-				before := p.acquires
-				cs.w.Final(ctx, p, wait)
-				if p.acquires > before {
+				if p == nil || round(w, p) {
 					return
 				}
 			}
