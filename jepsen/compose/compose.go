@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockd/lockd/api/client"
 )
 
 // Default values of a Cluster's fields, the same as docker-compose.yml's.
@@ -52,33 +54,11 @@ type Cluster struct {
 	Env []string
 }
 
-// Member is one entry of Status.Members.
-type Member struct {
-	ID         string `json:"id"`
-	HTTPAddr   string `json:"http_addr"`
-	RaftAddr   string `json:"raft_addr"`
-	GossipAddr string `json:"gossip_addr,omitempty"`
-	Voter      bool   `json:"voter"`
-	Status     string `json:"status"`
-}
+// Status is a node's GET /v1/status answer (the Go client's type).
+type Status = client.Status
 
-// Status is a node's GET /v1/status answer.
-type Status struct {
-	NodeID string `json:"node_id"`
-	State  string `json:"state"` // leader, follower, candidate
-	Leader struct {
-		ID       string `json:"id"`
-		HTTPAddr string `json:"http_addr"`
-	} `json:"leader"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	Digest       string   `json:"digest"`
-	Members      []Member `json:"members"`
-}
-
-// Voters counts the members that are voters.
-func (s *Status) Voters() int {
+// Voters counts the members of s that are voters.
+func Voters(s *Status) int {
 	n := 0
 	for _, m := range s.Members {
 		if m.Voter {
@@ -381,7 +361,7 @@ func (c *Cluster) Healthy(ctx context.Context) error {
 	if ls == nil || ls.State != "leader" {
 		return fmt.Errorf("%s is named leader but is not", leader)
 	}
-	if v := ls.Voters(); v != len(names) {
+	if v := Voters(ls); v != len(names) {
 		return fmt.Errorf("leader %s lists %d voters, want %d", leader, v, len(names))
 	}
 	return nil

@@ -169,7 +169,7 @@ func printStatus(ctx context.Context, w io.Writer, c *compose.Cluster) {
 			l = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", n, cs, s.State, l,
-			s.Term, s.CommitIndex, s.AppliedIndex, d, s.Voters(), bh)
+			s.Term, s.CommitIndex, s.AppliedIndex, d, compose.Voters(s), bh)
 	}
 	tw.Flush()
 	l, _ := c.Leader(ctx)
