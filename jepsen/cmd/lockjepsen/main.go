@@ -10,6 +10,7 @@
 //
 //	lockjepsen [run flags]             one run (lockjepsen -h lists the flags)
 //	lockjepsen nemesis CMD [ARGS]      faults by hand (lockjepsen nemesis -h)
+//	lockjepsen check RUN_DIR...        judge finished runs again (this build's checkers)
 //	lockjepsen table RESULTS.json...   a markdown table of finished runs
 package main
 
@@ -24,6 +25,8 @@ func main() {
 		switch args[0] {
 		case "nemesis":
 			os.Exit(nemesisCmd(args[1:]))
+		case "check":
+			os.Exit(checkCmd(args[1:]))
 		case "table":
 			os.Exit(tableCmd(args[1:]))
 		case "run":
