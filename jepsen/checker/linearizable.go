@@ -304,6 +304,25 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 			}
 		}
 	}
+	// A process whose fate is unknown (an operation ended info, and it
+	// never learned its session was lost) may have lost its session
+	// unnoticed — a client paused past its TTL that could not reach the
+	// cluster afterwards. Its holds may end any time after the session
+	// was last proven alive.
+	var uncertain []int
+	for _, e := range events {
+		if e.Process >= 0 && e.Type == history.Info && e.F != history.Lost && !lostSeen[e.Process] {
+			lostSeen[e.Process] = true
+			uncertain = append(uncertain, e.Process)
+		}
+	}
+	for _, proc := range uncertain {
+		ps = append(ps, pending{
+			in:  LockInput{Kind: history.Lost, Process: proc, Index: -1},
+			out: LockOutput{Type: history.Info}, call: since[proc], ret: end,
+			client: -1, perProc: true,
+		})
+	}
 	lane := len(clients)
 	var hops []porcupine.Operation
 	add := func(p pending, part int) {

@@ -146,3 +146,49 @@ func TestReviewDoubleGrantCaughtByLinearizable(t *testing.T) {
 		t.Fatalf("not caught: %+v", r)
 	}
 }
+
+// Found by the full matrix (mutex, pause, 5 nodes): a client paused past
+// its TTL near the end of the run resumes after the run's deadline; its
+// write is refused as stale and its release ends info (the context is
+// gone), so it never learns its session expired. Meanwhile others were
+// granted the lock with larger tokens. Nothing shows a violation: the
+// session was last proven alive at its acquire, and may have expired any
+// time after. Safety and Linearizable used to flag it.
+func TestPausedClientWithUnknownFateIsNotAViolation(t *testing.T) {
+	h := &hb{}
+	m := "jepsen/mutex"
+	h.lock(6, m, 4000)
+	h.res(6, history.ResRead, wg(m, 4000), 4000, 1, "")
+	h.sleep(15 * time.Second) // paused; its session expires
+	for p, tok := range map[int]uint64{11: 4012, 9: 4013} {
+		h.lock(p, m, tok)
+		h.res(p, history.ResRead, wg(m, tok), tok, 0, "")
+		h.res(p, history.ResWrite, wg(m, tok), tok, 0, "")
+		h.observe(4, m, held(p, "write", tok))
+		h.release(p, m)
+	}
+	h.res(6, history.ResWrite, wg(m, 4000), 4000, 0, "stale")
+	h.releaseInv(6, m)
+	h.done(6, history.Release, history.Info, "context deadline exceeded")
+	h.close(6, history.OK)
+	cfg := Config{Workload: "mutex", Fenced: true}
+	for _, r := range []Result{Safety(h.ev, cfg), Linearizable(h.ev, cfg)} {
+		if !r.OK() {
+			t.Errorf("%s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+		}
+	}
+	// The same without the expiry: process 6 releases ok after the
+	// others' grants, so its session was alive throughout — a violation.
+	h2 := &hb{}
+	h2.lock(6, m, 4000)
+	h2.res(6, history.ResRead, wg(m, 4000), 4000, 1, "")
+	h2.lock(11, m, 4012)
+	h2.res(11, history.ResWrite, wg(m, 4012), 4012, 0, "")
+	h2.release(11, m)
+	h2.release(6, m)
+	for _, r := range []Result{Safety(h2.ev, cfg), Linearizable(h2.ev, cfg)} {
+		if r.OK() {
+			t.Errorf("%s: double grant to a live session judged valid", r.Checker)
+		}
+	}
+}

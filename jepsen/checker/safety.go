@@ -232,7 +232,10 @@ func Safety(events []history.Event, cfg Config) Result {
 // concurrentHolds flags two conflicting holds of live sessions that were
 // both acknowledged, both used (a resource operation invoked under them)
 // and held at the same time as the clients saw it: from the acquire's ok
-// to the invoke of the release (or close, or the end). Unlike the
+// to the invoke of the release when that release was acknowledged —
+// else only as long as the session is proven alive (the invoke of the
+// process's last acknowledged acquire or release or definite failure):
+// a session can expire unnoticed while its client is paused. Unlike the
 // windows at the resource, this cannot be hidden by fencing, which
 // refuses the older holder's uses. Processes whose session was lost are
 // left out: their holds may have ended early.
@@ -244,9 +247,14 @@ func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]b
 		from, to   time.Duration
 		idx        int
 		used       bool
+		release    bool // ended by a release ...
+		acked      bool // ... that was acknowledged
 	}
 	var holds []*held
-	open := map[int][]*held{} // process -> its open holds
+	open := map[int][]*held{}      // process -> its open holds
+	releasing := map[int][]*held{} // process -> holds its pending release ends
+	invoked := map[int]time.Duration{}
+	aliveAt := map[int]time.Duration{} // process -> invoke of its last alive proof
 	var end time.Duration
 	for _, e := range events {
 		end = max(end, e.Time)
@@ -270,17 +278,30 @@ func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]b
 			keep := open[e.Process][:0]
 			for _, h := range open[e.Process] {
 				if slices.Contains(e.Names, h.name) {
-					h.to = e.Time
+					h.to, h.release = e.Time, true
+					releasing[e.Process] = append(releasing[e.Process], h)
 				} else {
 					keep = append(keep, h)
 				}
 			}
 			open[e.Process] = keep
+		case e.F == history.Release && e.Type != history.Invoke:
+			if e.Type == history.OK {
+				for _, h := range releasing[e.Process] {
+					h.acked = true
+				}
+			}
+			delete(releasing, e.Process)
 		case e.F == history.Close && e.Type == history.Invoke:
 			for _, h := range open[e.Process] {
 				h.to = e.Time
 			}
 			delete(open, e.Process)
+		}
+		if e.Type == history.Invoke {
+			invoked[e.Process] = e.Time
+		} else if provesAlive(e) {
+			aliveAt[e.Process] = invoked[e.Process]
 		}
 	}
 	var used []*held
@@ -288,7 +309,10 @@ func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]b
 		if h.to < 0 {
 			h.to = end
 		}
-		if h.used && lims[h.name] <= 1 {
+		if !(h.release && h.acked) {
+			h.to = min(h.to, aliveAt[h.proc])
+		}
+		if h.used && lims[h.name] <= 1 && h.to > h.from {
 			used = append(used, h)
 		}
 	}

@@ -121,7 +121,7 @@ func definiteAcquireFailure(code string) bool {
 
 // Release records the release of the holds g granted (by request id).
 func (p *Proc) Release(ctx context.Context, g *client.Grant) {
-	if p.retired { // the session is closed or lost: its holds end with it
+	if !p.alive() { // the session is closed or lost: its holds end with it
 		return
 	}
 	names := g.Names()
@@ -134,7 +134,7 @@ func (p *Proc) Release(ctx context.Context, g *client.Grant) {
 
 // Unlock records the release of one hold of name.
 func (p *Proc) Unlock(ctx context.Context, name string) {
-	if p.retired {
+	if !p.alive() {
 		return
 	}
 	p.record(history.Event{Type: history.Invoke, F: history.Release, Names: []string{name}})
