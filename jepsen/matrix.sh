@@ -4,7 +4,7 @@
 # Runs JOBS clusters side by side (each with its own compose project,
 # subnet and host ports); every run writes jepsen/results/<run>/.
 #
-#   TIME=3m JOBS=2 jepsen/matrix.sh            # everything
+#   TIME=3m JOBS=3 jepsen/matrix.sh            # everything (about an hour)
 #   TIME=3m jepsen/matrix.sh mutex rw          # some workloads only
 #   NEGATIVE=0 ...                             # without the negative controls
 #
@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TIME=${TIME:-3m}
-JOBS=${JOBS:-2}
+JOBS=${JOBS:-3}
 WORKLOADS=${*:-mutex semaphore rw multi deadlock hierarchy}
 
 make docker >/dev/null || exit 1

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockd/lockd/jepsen/checker"
 	"github.com/lockd/lockd/jepsen/report"
 )
 
@@ -35,7 +36,7 @@ func tableCmd(paths []string) int {
 		return strings.Compare(a.Negative+a.Workload+strings.Join(a.Nemesis, "+")+fmt.Sprint(len(a.Nodes)),
 			b.Negative+b.Workload+strings.Join(b.Nemesis, "+")+fmt.Sprint(len(b.Nodes)))
 	})
-	fmt.Println("| run | workload | nemesis | nodes | time | ops ok/fail/info | faults | checkers | verdict |")
+	fmt.Println("| run | workload | nemesis | nodes | time | grants | ops ok/fail/info | faults | verdict |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rows {
 		var ok, fail, info int
@@ -48,20 +49,22 @@ func tableCmd(paths []string) int {
 		for _, k := range sortedKeys(s.Faults) {
 			faults = append(faults, fmt.Sprintf("%s %d", k, s.Faults[k]))
 		}
-		var checks []string
+		var bad []string
 		for _, r := range s.Results {
-			checks = append(checks, fmt.Sprintf("%s %s", r.Checker, r.Verdict))
+			if r.Verdict != checker.Valid {
+				bad = append(bad, fmt.Sprintf("%s %s", r.Checker, r.Verdict))
+			}
 		}
-		verdict := "**valid**"
+		verdict := fmt.Sprintf("**valid** (%d checkers)", len(s.Results))
 		if !s.Valid {
-			verdict = "**invalid**"
+			verdict = "**invalid**: " + strings.Join(bad, ", ")
 		}
 		nem := strings.Join(s.Nemesis, "+")
 		if s.Negative != "" {
 			nem += " (negative control: " + s.Negative + ")"
 		}
-		fmt.Printf("| %s | %s | %s | %d | %v | %d/%d/%d | %s | %s | %s |\n", s.ID, s.Workload, nem, len(s.Nodes),
-			s.Duration, ok, fail, info, strings.Join(faults, ", "), strings.Join(checks, ", "), verdict)
+		fmt.Printf("| %s | %s | %s | %d | %v | %d | %d/%d/%d | %s | %s |\n", s.ID, s.Workload, nem, len(s.Nodes),
+			s.Duration, s.Ops["acquire"]["ok"], ok, fail, info, strings.Join(faults, ", "), verdict)
 	}
 	return 0
 }
