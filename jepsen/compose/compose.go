@@ -174,9 +174,13 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 	return out.String(), nil
 }
 
-// Compose runs docker-compose with the cluster's project, profile and
-// environment and returns its stdout.
+// Compose runs docker-compose (or, where only the plugin is installed,
+// `docker compose`) with the cluster's project, profile and environment
+// and returns its stdout.
 func (c *Cluster) Compose(ctx context.Context, args ...string) (string, error) {
+	if _, err := exec.LookPath("docker-compose"); err != nil {
+		return run(ctx, c.Dir, c.Environ(), "docker", append([]string{"compose"}, c.composeArgs(args...)...)...)
+	}
 	return run(ctx, c.Dir, c.Environ(), "docker-compose", c.composeArgs(args...)...)
 }
 
