@@ -201,3 +201,23 @@ func lastAlive(events []history.Event) map[int]int {
 	}
 	return out
 }
+
+// pausedProcesses are the processes a client-pause fault stalled (its
+// Targets name "process-N"). Only such a client can miss that its session
+// expired: a running client's keepalive loop gives up before the server
+// expires the session.
+func pausedProcesses(events []history.Event) map[int]bool {
+	out := map[int]bool{}
+	for _, e := range events {
+		if e.Process != history.Nemesis || e.F != history.Start || e.Fault != "client-pause" {
+			continue
+		}
+		for _, t := range e.Targets {
+			var n int
+			if _, err := fmt.Sscanf(t, "process-%d", &n); err == nil {
+				out[n] = true
+			}
+		}
+	}
+	return out
+}

@@ -304,14 +304,14 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 			}
 		}
 	}
-	// A process whose fate is unknown (an operation ended info, and it
-	// never learned its session was lost) may have lost its session
-	// unnoticed — a client paused past its TTL that could not reach the
-	// cluster afterwards. Its holds may end any time after the session
+	// A paused client whose fate is unknown (an operation ended info,
+	// and it never learned its session was lost) may have lost its
+	// session unnoticed: its holds may end any time after the session
 	// was last proven alive.
+	paused := pausedProcesses(events)
 	var uncertain []int
 	for _, e := range events {
-		if e.Process >= 0 && e.Type == history.Info && e.F != history.Lost && !lostSeen[e.Process] {
+		if e.Process >= 0 && paused[e.Process] && e.Type == history.Info && e.F != history.Lost && !lostSeen[e.Process] {
 			lostSeen[e.Process] = true
 			uncertain = append(uncertain, e.Process)
 		}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -159,6 +160,8 @@ func TestPausedClientWithUnknownFateIsNotAViolation(t *testing.T) {
 	m := "jepsen/mutex"
 	h.lock(6, m, 4000)
 	h.res(6, history.ResRead, wg(m, 4000), 4000, 1, "")
+	h.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start, Fault: "client-pause",
+		Targets: []string{"process-6"}})
 	h.sleep(15 * time.Second) // paused; its session expires
 	for p, tok := range map[int]uint64{11: 4012, 9: 4013} {
 		h.lock(p, m, tok)
@@ -168,6 +171,8 @@ func TestPausedClientWithUnknownFateIsNotAViolation(t *testing.T) {
 		h.release(p, m)
 	}
 	h.res(6, history.ResWrite, wg(m, 4000), 4000, 0, "stale")
+	h.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Stop, Fault: "client-pause",
+		Targets: []string{"process-6"}})
 	h.releaseInv(6, m)
 	h.done(6, history.Release, history.Info, "context deadline exceeded")
 	h.close(6, history.OK)
@@ -177,11 +182,21 @@ func TestPausedClientWithUnknownFateIsNotAViolation(t *testing.T) {
 			t.Errorf("%s: %s %v", r.Checker, r.Verdict, r.Anomalies)
 		}
 	}
-	// The same without the expiry: process 6 releases ok after the
-	// others' grants, so its session was alive throughout — a violation.
+	// The same history without the pause is a violation: a running
+	// client notices a lost session before the server drops it.
+	noPause := slices.DeleteFunc(slices.Clone(h.ev), func(e history.Event) bool { return e.Process == history.Nemesis })
+	for _, r := range []Result{Safety(noPause, cfg), Linearizable(noPause, cfg)} {
+		if r.OK() {
+			t.Errorf("%s: unknown fate without a pause judged valid", r.Checker)
+		}
+	}
+	// Nor does a pause excuse a release acknowledged after the others'
+	// grants: the session was alive throughout.
 	h2 := &hb{}
 	h2.lock(6, m, 4000)
 	h2.res(6, history.ResRead, wg(m, 4000), 4000, 1, "")
+	h2.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start, Fault: "client-pause",
+		Targets: []string{"process-6"}})
 	h2.lock(11, m, 4012)
 	h2.res(11, history.ResWrite, wg(m, 4012), 4012, 0, "")
 	h2.release(11, m)

@@ -232,10 +232,11 @@ func Safety(events []history.Event, cfg Config) Result {
 // concurrentHolds flags two conflicting holds of live sessions that were
 // both acknowledged, both used (a resource operation invoked under them)
 // and held at the same time as the clients saw it: from the acquire's ok
-// to the invoke of the release when that release was acknowledged —
-// else only as long as the session is proven alive (the invoke of the
-// process's last acknowledged acquire or release or definite failure):
-// a session can expire unnoticed while its client is paused. Unlike the
+// to the invoke of the release (or close). For a client that was paused
+// — the only kind that can miss its session's expiry — only up to an
+// acknowledged release, else as long as the session is proven alive (the
+// invoke of its last acknowledged acquire or release or definite
+// failure). Unlike the
 // windows at the resource, this cannot be hidden by fencing, which
 // refuses the older holder's uses. Processes whose session was lost are
 // left out: their holds may have ended early.
@@ -255,6 +256,7 @@ func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]b
 	releasing := map[int][]*held{} // process -> holds its pending release ends
 	invoked := map[int]time.Duration{}
 	aliveAt := map[int]time.Duration{} // process -> invoke of its last alive proof
+	paused := pausedProcesses(events)
 	var end time.Duration
 	for _, e := range events {
 		end = max(end, e.Time)
@@ -309,7 +311,7 @@ func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]b
 		if h.to < 0 {
 			h.to = end
 		}
-		if !(h.release && h.acked) {
+		if paused[h.proc] && !(h.release && h.acked) {
 			h.to = min(h.to, aliveAt[h.proc])
 		}
 		if h.used && lims[h.name] <= 1 && h.to > h.from {

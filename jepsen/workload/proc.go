@@ -26,7 +26,8 @@ type Proc struct {
 	rng *rand.Rand
 
 	retired  bool
-	acquires int // acquires invoked
+	lostSeen bool // a lost event is recorded
+	acquires int  // acquires invoked
 }
 
 // Rand returns the worker's random source.
@@ -62,6 +63,7 @@ func (p *Proc) alive() bool {
 
 // lost records that the session is gone and retires the process.
 func (p *Proc) lost(err error) {
+	p.lostSeen = true
 	msg := ""
 	if err != nil {
 		msg = err.Error()
@@ -158,8 +160,17 @@ func (p *Proc) released(names []string, err error) {
 	}
 }
 
-// close ends the session; its holds end with it.
+// close ends the session; its holds end with it. A session the client
+// already knows lost is recorded as lost first: its holds ended at the
+// expiry, not at this close.
 func (p *Proc) close(ctx context.Context) {
+	if !p.lostSeen {
+		select {
+		case <-p.s.Done():
+			p.lost(p.s.Err())
+		default:
+		}
+	}
 	p.retired = true
 	p.record(history.Event{Type: history.Invoke, F: history.Close})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
