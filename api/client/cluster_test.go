@@ -3,13 +3,9 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"github.com/lockd/lockd/cmd/lockd/lockdtest"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 
 	"github.com/lockd/lockd/api/client"
 )
@@ -52,7 +50,7 @@ func startCluster(t *testing.T, n int) *procCluster {
 		t.Skip("real lockd processes; skipped with -short")
 	}
 	dir := t.TempDir()
-	ports := freePorts(t, 3*n)
+	ports := lockdtest.FreePorts(t, 3*n)
 	var gossip []string
 	for i := range n {
 		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
@@ -109,7 +107,7 @@ func (c *procCluster) cleanup() {
 	}
 	if c.t.Failed() {
 		for _, nd := range c.nodes {
-			c.t.Logf("---- last lines of %s (%s) ----\n%s", nd.id, nd.httpAddr, tail(nd.logPath, 40))
+			c.t.Logf("---- last lines of %s (%s) ----\n%s", nd.id, nd.httpAddr, lockdtest.Tail(nd.logPath, 40))
 		}
 	}
 }
@@ -163,53 +161,6 @@ func (c *procCluster) others(except *procNode) []*procNode {
 		}
 	}
 	return out
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		if len(closers) > 20*n {
-			t.Fatalf("could not find %d free ports", n)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closers = append(closers, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		closers = append(closers, u)
-		ports = append(ports, port)
-	}
-	return ports
-}
-
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // testLogger logs the client's debug lines to t.

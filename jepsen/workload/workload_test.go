@@ -5,7 +5,6 @@ package workload_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"testing"
@@ -24,12 +23,7 @@ func startDev(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("needs the lockd binary (not built with -short)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(t, 1)[0])
 	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
 	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)

@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 )
 
 // ---- processes and clusters ---------------------------------------------
@@ -67,7 +67,7 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	needBinary(t)
 	dir := t.TempDir() // removed after the processes are killed (cleanups run LIFO)
-	ports := freePorts(t, 3*n)
+	ports := lockdtest.FreePorts(t, 3*n)
 	c := &cluster{t: t, api: newClient()}
 	var gossip []string
 	for i := range n {
@@ -185,62 +185,9 @@ func (c *cluster) cleanup() {
 	}
 	if c.t.Failed() || os.Getenv("LOCKD_E2E_LOGS") != "" {
 		for _, nd := range c.nodes {
-			c.t.Logf("---- last lines of %s (%s) ----\n%s", nd.id, nd.httpAddr, tail(nd.logPath, 60))
+			c.t.Logf("---- last lines of %s (%s) ----\n%s", nd.id, nd.httpAddr, lockdtest.Tail(nd.logPath, 60))
 		}
 	}
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > 4*n {
-			lines = slices.Clone(lines[len(lines)-n:])
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// freePorts returns n distinct loopback ports free for both TCP and UDP
-// (gossip listens on both).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		if len(closers) > 20*n {
-			t.Fatalf("could not find %d free ports", n)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closers = append(closers, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		closers = append(closers, u)
-		ports = append(ports, port)
-	}
-	return ports
 }
 
 // others returns the nodes of c except those given.
