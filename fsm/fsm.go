@@ -44,8 +44,8 @@ type FSM struct {
 
 	stopped atomic.Bool // a fatal entry was met and Fatal returned
 
-	watch watcher // wakes blocking readers on every applied entry
-	hub   hub     // per-entry events for subscribers
+	watch Broadcast // wakes blocking readers on every applied entry
+	hub   hub       // per-entry events for subscribers
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -99,7 +99,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if len(res.Events) > 0 {
 		f.hub.publish(Batch{Index: l.Index, Events: res.Events})
 	}
-	f.watch.notify()
+	f.watch.Notify()
 	return &res
 }
 
@@ -108,14 +108,14 @@ func (f *FSM) advance(index uint64) {
 	f.mu.Lock()
 	f.applied.Store(index)
 	f.mu.Unlock()
-	f.watch.notify()
+	f.watch.Notify()
 }
 
 // stop reports a fatal entry. It only returns when Config.Fatal does.
 func (f *FSM) stop(msg string) error {
 	f.logger.Error(msg)
 	f.stopped.Store(true)
-	f.watch.notify() // WaitApplied callers must learn that nothing more comes
+	f.watch.Notify() // WaitApplied callers must learn that nothing more comes
 	f.fatal(msg)
 	return fmt.Errorf("%s: %w", msg, ErrStopped)
 }
@@ -146,7 +146,7 @@ func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 // Changed returns a channel that is closed when the next entry is applied
 // or a snapshot restored. Blocking queries take it, check their condition,
 // then wait on it.
-func (f *FSM) Changed() <-chan struct{} { return f.watch.wait() }
+func (f *FSM) Changed() <-chan struct{} { return f.watch.Wait() }
 
 // WaitApplied blocks until AppliedIndex is at least index, ctx ends, or
 // the FSM stops. Only command entries advance AppliedIndex (see there):
@@ -154,7 +154,7 @@ func (f *FSM) Changed() <-chan struct{} { return f.watch.wait() }
 // raft's ApplyFuture.Index, not for a bare commit index.
 func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 	for {
-		ch := f.watch.wait() // take the channel before checking: no wake-up is lost in between
+		ch := f.watch.Wait() // take the channel before checking: no wake-up is lost in between
 		if f.applied.Load() >= index {
 			return nil
 		}
@@ -169,28 +169,33 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
-// watcher is a broadcast: wait returns a channel that notify closes. A
-// channel is only made when someone waits, so an Apply with no waiters
-// costs one uncontended lock.
-type watcher struct {
+// Broadcast wakes every goroutine waiting for the next change. Wait
+// returns a channel that the next Notify closes; a waiter takes the channel
+// before checking its condition, so no change between the check and the
+// wait is lost. A channel is only made when someone waits, so a Notify with
+// no waiters costs one uncontended lock. The zero value is ready to use; a
+// Broadcast must not be copied after first use.
+type Broadcast struct {
 	mu sync.Mutex
 	ch chan struct{}
 }
 
-func (w *watcher) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
+// Wait returns a channel that is closed by the next call to Notify.
+func (b *Broadcast) Wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
 	}
-	return w.ch
+	return b.ch
 }
 
-func (w *watcher) notify() {
-	w.mu.Lock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
+// Notify wakes everyone waiting on a channel from Wait.
+func (b *Broadcast) Notify() {
+	b.mu.Lock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
 	}
-	w.mu.Unlock()
+	b.mu.Unlock()
 }

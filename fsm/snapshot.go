@@ -152,7 +152,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.applied.Store(hdr.Applied)
 	f.mu.Unlock()
 	f.hub.endAll(ErrRestored)
-	f.watch.notify()
+	f.watch.Notify()
 	f.logger.Info("restored snapshot", "applied", hdr.Applied, "table_index", t.Index())
 	return nil
 }
