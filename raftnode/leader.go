@@ -107,11 +107,11 @@ func (n *Node) leaderLoop(l *leadership, prevDone <-chan struct{}) {
 
 	l.term = term
 	n.lead.Store(l)
-	n.changes.notify()
+	n.changes.Notify()
 	n.logger.Info("leader ready", "term", term, "sessions", l.timers.len())
 	defer func() {
 		n.lead.CompareAndSwap(l, nil)
-		n.changes.notify()
+		n.changes.Notify()
 		l.wg.Wait() // proposals in flight end with l.ctx
 		n.logger.Info("leader duties stopped", "term", term)
 	}()

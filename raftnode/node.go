@@ -105,7 +105,7 @@ type Node struct {
 	// committed in this term, sessions armed); nil otherwise.
 	lead atomic.Pointer[leadership]
 	// changes wakes callers waiting for a leader or for lead to be ready.
-	changes watcher
+	changes fsm.Broadcast
 
 	stopDuties chan chan (<-chan struct{}) // Shutdown asks the monitor to stop duties
 	stopping   atomic.Bool                 // no new leader duties start once set
@@ -308,7 +308,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	n.raft.DeregisterObserver(n.observer)
 	close(n.shutdownCh)
-	n.changes.notify()
+	n.changes.Notify()
 	n.wg.Wait()
 	n.client.CloseIdleConnections()
 	return errors.Join(errs...)
@@ -364,34 +364,9 @@ func (n *Node) watchLeader() {
 	for {
 		select {
 		case <-n.obsCh:
-			n.changes.notify()
+			n.changes.Notify()
 		case <-n.shutdownCh:
 			return
 		}
 	}
-}
-
-// watcher is a broadcast: wait returns a channel that the next notify
-// closes.
-type watcher struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (w *watcher) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	return w.ch
-}
-
-func (w *watcher) notify() {
-	w.mu.Lock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-	w.mu.Unlock()
 }

@@ -39,7 +39,7 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 		if n.isShutdown() {
 			return fmt.Errorf("%w: node is shut down", ErrNoLeader)
 		}
-		changed := n.changes.wait() // before looking, so no change is missed
+		changed := n.changes.Wait() // before looking, so no change is missed
 		err := n.callLeaderOnce(ctx, local, remote)
 		if err == nil || !retryable(err) {
 			return err
