@@ -8,83 +8,73 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
+// The leader's duties are two jobs, each a goroutine of its own per term
+// (started by leaderLoop, ended by the leadership's stop channel, waited
+// for through its WaitGroup): runSessionExpiry keeps the sessions'
+// keepalive deadlines and expires the sessions that miss them, runTicks
+// proposes a Tick when one of the table's own deadlines passes. Both
+// propose in short-lived goroutines, so a slow commit never delays a
+// deadline.
+
 const (
-	// maxTickSleep caps the sleep towards the table's next deadline, so a
-	// wall clock that jumps (or a test that moves Config.Now) is noticed.
-	maxTickSleep = time.Second
+	// maxDeadlineSleep caps a sleep towards a deadline on the node's
+	// clock (a session's or the table's), so a clock that jumps or is
+	// moved (a wall clock for table deadlines, a test's Config.Now) is
+	// noticed within it.
+	maxDeadlineSleep = time.Second
 	// maxDutyBackoff caps the wait between retries of a failed expiry or
 	// tick proposal.
 	maxDutyBackoff = time.Second
 )
 
-// runDuties is the leader's one duties goroutine: a timer for the earliest
-// session deadline, a timer for the table's next deadline, and the FSM's
-// events and apply notifications to keep both current. Proposals it makes
-// run in short-lived goroutines, so a slow commit never delays a timer.
-func (n *Node) runDuties(l *leadership, sub **fsm.Subscription) {
-	sessionTimer := time.NewTimer(time.Hour)
-	defer sessionTimer.Stop()
-	tickTimer := time.NewTimer(time.Hour)
-	defer tickTimer.Stop()
-
-	var tk ticker
-	tickDone := make(chan error, 1)
-	checkTick := func() {
-		if d, ok := n.nextTick(l, &tk, tickDone); ok {
-			tickTimer.Reset(d)
-		} else {
-			tickTimer.Stop()
-		}
-	}
-	changed := n.fsm.Changed()
-	checkTick()
-
+// runSessionExpiry keeps the session deadlines in step with the FSM's
+// session events and starts the expiry of every session whose deadline
+// passes. It owns sub, which leaderLoop took before arming the timers
+// from the table, and resubscribes and rearms when sub ends.
+func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
+	defer l.wg.Done()
+	defer func() { sub.Close() }() // the current one, after resubscribing
+	wake := time.NewTimer(maxDeadlineSleep)
+	defer wake.Stop()
 	for {
-		ids, next, ok := l.timers.due(time.Now())
-		for _, id := range ids {
-			l.wg.Add(1)
-			go n.expireSession(l, id)
-		}
-		if ok {
-			sessionTimer.Reset(time.Until(next))
-		} else {
-			sessionTimer.Stop()
-		}
-
+		n.expireDue(l, wake)
 		select {
 		case <-l.stop:
 			return
-		case b, open := <-(*sub).C():
+		case batch, open := <-sub.C():
 			if !open {
-				n.logger.Debug("session subscription ended; resyncing", "reason", (*sub).Err())
-				*sub = n.fsm.Subscribe(0)
+				n.logger.Debug("session subscription ended; resyncing", "reason", sub.Err())
+				// Subscribe before reading the table, as leaderLoop does.
+				sub = n.fsm.Subscribe(0)
 				n.resyncSessions(l)
 				continue
 			}
-			n.sessionEvents(l, b)
+			n.sessionEvents(l, batch)
 		case <-l.timers.wake:
-		case <-sessionTimer.C:
-		case <-changed:
-			changed = n.fsm.Changed()
-			checkTick()
-		case <-tickTimer.C:
-			checkTick()
-		case err := <-tickDone:
-			tk.inFlight = false
-			if err != nil {
-				tk.backoff = min(max(2*tk.backoff, n.timing.retryMin), maxDutyBackoff)
-				tk.notBefore = time.Now().Add(tk.backoff)
-			} else {
-				tk.backoff = 0
-			}
-			checkTick()
+		case <-wake.C:
 		}
 	}
 }
 
+// expireDue starts the expiry of every session whose deadline has passed
+// and sets wake for the next deadline.
+func (n *Node) expireDue(l *leadership, wake *time.Timer) {
+	now := n.now()
+	ids, next, ok := l.timers.due(now)
+	for _, id := range ids {
+		l.wg.Add(1)
+		go n.expireSession(l, id)
+	}
+	if ok {
+		wake.Reset(min(next.Sub(now), maxDeadlineSleep))
+	} else {
+		wake.Stop()
+	}
+}
+
 // sessionEvents arms created sessions and forgets ended ones.
-func (n *Node) sessionEvents(l *leadership, b fsm.Batch) {
-	for _, ev := range b.Events {
+func (n *Node) sessionEvents(l *leadership, batch fsm.Batch) {
+	for _, ev := range batch.Events {
 		switch ev.Kind {
 		case lockstate.EvSessionCreated:
 			var (
@@ -93,7 +83,7 @@ func (n *Node) sessionEvents(l *leadership, b fsm.Batch) {
 			)
 			n.fsm.Read(func(t *lockstate.Table) { info, ok = t.Session(ev.Session) })
 			if ok { // gone already if a later entry ended it
-				l.timers.arm(ev.Session, info.TTL, time.Now().Add(info.TTL))
+				l.timers.arm(ev.Session, info.TTL, n.now().Add(info.TTL))
 			}
 		case lockstate.EvSessionClosed, lockstate.EvSessionExpired:
 			l.timers.drop(ev.Session)
@@ -123,66 +113,114 @@ func (n *Node) expireSession(l *leadership, id lockstate.SessionID) {
 			return // the next leader re-arms it
 		}
 		n.logger.Warn("session expiry failed; retrying", "session", id, "error", err)
-		t := time.NewTimer(backoff)
+		retry := time.NewTimer(backoff)
 		select {
 		case <-l.stop:
-			t.Stop()
+			retry.Stop()
 			return
-		case <-t.C:
+		case <-retry.C:
 		}
 		backoff = min(2*backoff, maxDutyBackoff)
 	}
 }
 
-// ticker is the duties goroutine's bookkeeping for Tick proposals.
-type ticker struct {
-	inFlight  bool      // at most one Tick at a time
-	notBefore time.Time // backoff after a failed Tick
-	backoff   time.Duration
-	lastFor   int64 // the table deadline the last Tick was proposed for
+// runTicks proposes a Tick whenever the table's next deadline (hold TTL,
+// lock-delay, wait) has passed on the leader's clock.
+func (n *Node) runTicks(l *leadership) {
+	defer l.wg.Done()
+	ticks := &tickProposer{n: n, l: l, wake: time.NewTimer(maxDeadlineSleep), done: make(chan error, 1)}
+	defer ticks.wake.Stop()
+	changed := n.fsm.Changed() // before looking, so no change is missed
+	ticks.check()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-changed:
+			changed = n.fsm.Changed()
+			ticks.check()
+		case <-ticks.wake.C:
+			ticks.backingOff = false
+			ticks.check()
+		case err := <-ticks.done:
+			ticks.finished(err)
+		}
+	}
 }
 
-// nextTick proposes a Tick when the table's next deadline (hold TTL,
-// lock-delay, wait) has passed on the leader's clock, and otherwise says
-// how long to sleep before looking again. ok is false when there is
-// nothing to wait for (no deadline, or a Tick in flight whose answer
-// wakes the loop).
-func (n *Node) nextTick(l *leadership, tk *ticker, done chan<- error) (time.Duration, bool) {
-	if tk.inFlight {
-		return 0, false
+// tickProposer is runTicks' state: at most one Tick in flight, and a
+// backoff after a Tick failed or left the table's deadline where it was.
+// A backoff is timed by wake, not by the clock, so a clock that stands
+// still or is moved back does not stretch it.
+type tickProposer struct {
+	n    *Node
+	l    *leadership
+	wake *time.Timer // the next deadline's sleep, or the backoff
+	done chan error  // the Tick in flight's outcome; buffered for the one
+
+	inFlight   bool
+	backingOff bool // until wake fires
+	backoff    time.Duration
+	lastFor    int64 // the table deadline the last Tick was proposed for
+}
+
+// check proposes a Tick when the table's next deadline has passed, and
+// otherwise sets wake for when to look again. A Tick in flight or a
+// backoff wakes the loop when it ends, and there is nothing to wait for
+// without a deadline.
+func (p *tickProposer) check() {
+	if p.inFlight || p.backingOff {
+		return
 	}
 	var (
 		at      int64
 		pending bool
 	)
-	n.fsm.Read(func(t *lockstate.Table) { at, pending = t.NextDeadline() })
+	p.n.fsm.Read(func(t *lockstate.Table) { at, pending = t.NextDeadline() })
 	if !pending {
-		return 0, false
+		p.wake.Stop()
+		return
 	}
-	now := n.now()
-	if wait := time.Until(tk.notBefore); wait > 0 {
-		return wait, true
+	if d := time.Duration(at - p.n.now().UnixNano()); d > 0 {
+		p.wake.Reset(min(d, maxDeadlineSleep))
+		return
 	}
-	if d := time.Duration(at - now.UnixNano()); d > 0 {
-		return min(d, maxTickSleep), true
-	}
-	if at == tk.lastFor && tk.backoff == 0 {
+	if at == p.lastFor && p.backoff == 0 {
 		// The last Tick for this very deadline did not move it: do not
 		// spin on it.
-		tk.backoff = maxDutyBackoff / 10
-		tk.notBefore = time.Now().Add(tk.backoff)
-		n.logger.Warn("table deadline did not move after a tick", "deadline", at)
-		return tk.backoff, true
+		p.n.logger.Warn("table deadline did not move after a tick", "deadline", at)
+		p.backOff(maxDutyBackoff / 10)
+		return
 	}
-	tk.inFlight, tk.lastFor = true, at
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		_, _, err := n.proposeLocal(l.ctx, &lockstate.Tick{})
-		if err != nil && !errors.Is(err, l.ctx.Err()) {
-			n.logger.Warn("tick failed", "error", err)
-		}
-		done <- err // buffered: one Tick at a time
-	}()
-	return 0, false
+	p.inFlight, p.lastFor = true, at
+	p.wake.Stop()
+	p.l.wg.Add(1)
+	go p.propose()
+}
+
+// propose commits one Tick and reports the outcome on done.
+func (p *tickProposer) propose() {
+	defer p.l.wg.Done()
+	_, _, err := p.n.proposeLocal(p.l.ctx, &lockstate.Tick{})
+	if err != nil && !errors.Is(err, p.l.ctx.Err()) {
+		p.n.logger.Warn("tick failed", "error", err)
+	}
+	p.done <- err // buffered: never blocks, also once runTicks has returned
+}
+
+// finished takes a Tick's outcome: a failure backs off, each time longer,
+// and a success ends the backoff.
+func (p *tickProposer) finished(err error) {
+	p.inFlight = false
+	if err != nil {
+		p.backOff(min(max(2*p.backoff, p.n.timing.retryMin), maxDutyBackoff))
+		return
+	}
+	p.backoff = 0
+	p.check()
+}
+
+func (p *tickProposer) backOff(d time.Duration) {
+	p.backoff, p.backingOff = d, true
+	p.wake.Reset(d)
 }

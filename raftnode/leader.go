@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// leadership is one term's leader duties: the goroutine that runs them,
-// the session deadlines it keeps, and the term it is ready in.
+// leadership is one term's leader duties: the goroutines that run them,
+// the session deadlines they keep, and the term they are ready in.
 type leadership struct {
 	stop chan struct{} // closed when leadership is lost or the node stops
 	done chan struct{} // closed when the duties have fully stopped
@@ -19,7 +19,9 @@ type leadership struct {
 
 	term   uint64 // set before the duties are published as ready
 	timers *sessionTimers
-	wg     sync.WaitGroup // expiry and tick proposals in flight
+	// wg counts the duty goroutines and the expiry and tick proposals
+	// they have in flight.
+	wg sync.WaitGroup
 }
 
 func newLeadership() *leadership {
@@ -86,7 +88,7 @@ var closedCh = func() chan struct{} {
 // leaderLoop runs one term's duties: commit a barrier so that the table
 // holds everything committed before this term, re-arm every session with
 // a full TTL from now, publish readiness (reads and keepalives may be
-// served), then keep session deadlines and table deadlines until stopped.
+// served), then run the session expiry and table ticks until stopped.
 func (n *Node) leaderLoop(l *leadership, prevDone <-chan struct{}) {
 	defer n.wg.Done()
 	defer close(l.done)
@@ -100,22 +102,23 @@ func (n *Node) leaderLoop(l *leadership, prevDone <-chan struct{}) {
 		return
 	}
 	// Subscribe before reading the table, so no session event falls in
-	// between.
+	// between; runSessionExpiry owns the subscription from here on.
 	sub := n.fsm.Subscribe(0)
-	defer func() { sub.Close() }()
 	n.resyncSessions(l)
 
 	l.term = term
 	n.lead.Store(l)
 	n.changes.Notify()
 	n.logger.Info("leader ready", "term", term, "sessions", l.timers.len())
-	defer func() {
-		n.lead.CompareAndSwap(l, nil)
-		n.changes.Notify()
-		l.wg.Wait() // proposals in flight end with l.ctx
-		n.logger.Info("leader duties stopped", "term", term)
-	}()
-	n.runDuties(l, &sub)
+	l.wg.Add(2)
+	go n.runSessionExpiry(l, sub)
+	go n.runTicks(l)
+
+	<-l.stop
+	n.lead.CompareAndSwap(l, nil)
+	n.changes.Notify()
+	l.wg.Wait() // proposals in flight end with l.ctx
+	n.logger.Info("leader duties stopped", "term", term)
 }
 
 // establish commits a barrier in the current term and returns that term.

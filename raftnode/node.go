@@ -54,8 +54,10 @@ type Config struct {
 	// Timing scales raft's heartbeat/election/lease timeouts (1 = raft's
 	// defaults; tests use smaller, loaded machines larger). 0 means 1.
 	Timing float64
-	// Now is the wall clock the leader stamps commands with; nil means
-	// time.Now. Tests may move it.
+	// Now is the node's clock: the leader stamps commands with it and
+	// keeps session and table deadlines by it. nil means time.Now, whose
+	// monotonic reading keeps session deadlines safe from wall-clock
+	// jumps. Tests may move it.
 	Now func() time.Time
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
@@ -84,6 +86,8 @@ type Server struct {
 type Node struct {
 	cfg    Config
 	logger hclog.Logger
+	// now is the node's one clock (Config.Now): every reading of the time
+	// goes through it.
 	now    func() time.Time
 	timing timing
 

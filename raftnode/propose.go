@@ -33,7 +33,10 @@ func retryable(err error) bool {
 // with ErrNoLeader. Other errors, above all ErrUnknownOutcome, return at
 // once: only the caller can retry those idempotently.
 func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
-	giveUp := time.Now().Add(n.timing.leaderWait)
+	// The give-up is a timer, not a reading of the node's clock: it bounds
+	// how long the caller waits, which a moved clock must not change.
+	giveUp := time.NewTimer(n.timing.leaderWait)
+	defer giveUp.Stop()
 	backoff := n.timing.retryMin
 	for {
 		if n.isShutdown() {
@@ -47,17 +50,17 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 		}
-		if time.Now().Add(backoff).After(giveUp) {
-			return fmt.Errorf("%w: %w", ErrNoLeader, err)
-		}
-		t := time.NewTimer(backoff)
+		retry := time.NewTimer(backoff)
 		select {
 		case <-changed:
-		case <-t.C:
+		case <-retry.C:
 		case <-ctx.Done():
 		case <-n.shutdownCh:
+		case <-giveUp.C:
+			retry.Stop()
+			return fmt.Errorf("%w: %w", ErrNoLeader, err)
 		}
-		t.Stop()
+		retry.Stop()
 		backoff = min(2*backoff, n.timing.retryMax)
 	}
 }

@@ -11,8 +11,10 @@ import (
 
 // Session deadlines live only in the leader's memory (Consul's session
 // timers): a keepalive moves a deadline without a log write, and only an
-// expiry goes through the log. Deadlines use the monotonic clock, so a
-// wall-clock jump neither expires nor prolongs sessions.
+// expiry goes through the log. Deadlines are read from the node's clock
+// (Config.Now). Its default, time.Now, carries the monotonic reading, which
+// Add, Sub and After use, so a jump of the wall clock neither expires nor
+// prolongs sessions; a Config.Now that is moved does move them.
 
 // sessionTimer is one session's keepalive deadline.
 type sessionTimer struct {
@@ -26,13 +28,13 @@ type sessionTimer struct {
 }
 
 // sessionTimers is a heap of deadlines, earliest first, shared between
-// the duties goroutine and keepalive callers.
+// runSessionExpiry and keepalive callers.
 type sessionTimers struct {
 	mu   sync.Mutex
 	byID map[lockstate.SessionID]*sessionTimer
 	heap timerHeap
-	// wake tells the duties goroutine that a deadline earlier than the
-	// one it sleeps towards may have been added.
+	// wake tells runSessionExpiry that a deadline earlier than the one it
+	// sleeps towards may have been added.
 	wake chan struct{}
 }
 
@@ -80,7 +82,7 @@ func (s *sessionTimers) renew(id lockstate.SessionID, now time.Time) (ttl time.D
 	if t.pos < 0 {
 		return t.ttl, true, true
 	}
-	// Only ever later: the duties goroutine may sleep towards the old
+	// Only ever later: runSessionExpiry may sleep towards the old
 	// deadline, wake early and find nothing due.
 	t.deadline = now.Add(t.ttl)
 	heap.Fix(&s.heap, t.pos)
@@ -165,7 +167,7 @@ func (h *timerHeap) Pop() any {
 func (n *Node) resyncSessions(l *leadership) {
 	var ttls map[lockstate.SessionID]time.Duration
 	n.fsm.Read(func(t *lockstate.Table) { ttls = t.SessionTTLs() })
-	l.timers.sync(ttls, time.Now())
+	l.timers.sync(ttls, n.now())
 }
 
 // keepAliveLocal is the leader's keepalive: verify leadership with a
@@ -189,7 +191,7 @@ func (n *Node) keepAliveLocal(id lockstate.SessionID) (time.Duration, error) {
 	if !has {
 		return 0, ErrSessionNotFound
 	}
-	now := time.Now()
+	now := n.now()
 	ttl, known, expiring := l.timers.renew(id, now)
 	switch {
 	case expiring:
@@ -197,7 +199,7 @@ func (n *Node) keepAliveLocal(id lockstate.SessionID) (time.Duration, error) {
 	case known:
 		return ttl, nil
 	}
-	// Created so recently that the duties have not seen its event yet.
+	// Created so recently that runSessionExpiry has not seen its event yet.
 	n.fsm.Read(func(t *lockstate.Table) { info, has = t.Session(id) })
 	if !has {
 		return 0, ErrSessionNotFound
