@@ -30,7 +30,8 @@ const (
 // runSessionExpiry keeps the session deadlines in step with the FSM's
 // session events and starts the expiry of every session whose deadline
 // passes. It owns sub, which leaderLoop took before arming the timers
-// from the table, and resubscribes and rearms when sub ends.
+// from the table; when sub ends it resubscribes and resyncs the timers
+// with the table.
 func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 	defer l.wg.Done()
 	defer func() { sub.Close() }() // the current one, after resubscribing

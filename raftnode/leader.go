@@ -139,12 +139,12 @@ func (n *Node) establish(l *leadership) (uint64, bool) {
 		default:
 		}
 		n.logger.Warn("leader barrier failed; retrying", "error", err)
-		t := time.NewTimer(backoff)
+		retry := time.NewTimer(backoff)
 		select {
 		case <-l.stop:
-			t.Stop()
+			retry.Stop()
 			return 0, false
-		case <-t.C:
+		case <-retry.C:
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -8,11 +8,11 @@ import (
 
 // Servers returns the raft configuration.
 func (n *Node) Servers() ([]Server, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
 		return nil, fmt.Errorf("raftnode: configuration: %w", err)
 	}
-	cfg := f.Configuration()
+	cfg := future.Configuration()
 	out := make([]Server, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		out = append(out, Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
@@ -51,11 +51,11 @@ func (n *Node) AddVoter(id, addr string) error {
 	if n.raft.State() != raft.Leader {
 		return fmt.Errorf("raftnode: add voter %s: %w", id, ErrNotLeader)
 	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
 		return fmt.Errorf("raftnode: add voter %s: configuration: %w", id, err)
 	}
-	for _, s := range f.Configuration().Servers {
+	for _, s := range future.Configuration().Servers {
 		sameID, sameAddr := string(s.ID) == id, string(s.Address) == addr
 		switch {
 		case sameID && sameAddr && s.Suffrage == raft.Voter:

@@ -98,9 +98,9 @@ type Node struct {
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 
-	notifyCh chan bool // raft's NotifyCh; drained by monitorLeadership only
-	obsCh    chan raft.Observation
-	observer *raft.Observer
+	notifyCh     chan bool             // raft's NotifyCh; drained by monitorLeadership only
+	observations chan raft.Observation // leader changes, for watchLeader
+	observer     *raft.Observer
 
 	client  *http.Client // forwarding to the leader; shared, keep-alive
 	handler http.Handler
@@ -127,14 +127,14 @@ func Open(cfg Config) (*Node, error) {
 		return nil, errors.New("raftnode: Config needs ID, DataDir and RaftBind")
 	}
 	n := &Node{
-		cfg:        cfg,
-		logger:     cfg.Logger,
-		now:        cfg.Now,
-		timing:     newTiming(cfg.Timing),
-		notifyCh:   make(chan bool, 64),
-		obsCh:      make(chan raft.Observation, 16),
-		stopDuties: make(chan chan (<-chan struct{})),
-		shutdownCh: make(chan struct{}),
+		cfg:          cfg,
+		logger:       cfg.Logger,
+		now:          cfg.Now,
+		timing:       newTiming(cfg.Timing),
+		notifyCh:     make(chan bool, 64),
+		observations: make(chan raft.Observation, 16),
+		stopDuties:   make(chan chan (<-chan struct{})),
+		shutdownCh:   make(chan struct{}),
 	}
 	if n.logger == nil {
 		n.logger = hclog.NewNullLogger()
@@ -160,7 +160,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.raft = r
 
-	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+	n.observer = raft.NewObserver(n.observations, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	})
@@ -321,11 +321,11 @@ func (n *Node) shutdown(ctx context.Context) error {
 // otherVoters reports whether the configuration has a voter besides us,
 // someone leadership could move to.
 func (n *Node) otherVoters() bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	future := n.raft.GetConfiguration()
+	if future.Error() != nil {
 		return false
 	}
-	for _, s := range f.Configuration().Servers {
+	for _, s := range future.Configuration().Servers {
 		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
 			return true
 		}
@@ -367,7 +367,7 @@ func (n *Node) watchLeader() {
 	defer n.wg.Done()
 	for {
 		select {
-		case <-n.obsCh:
+		case <-n.observations:
 			n.changes.Notify()
 		case <-n.shutdownCh:
 			return

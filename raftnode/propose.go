@@ -103,11 +103,11 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint64, error) {
 	// The timeout only bounds enqueueing; ErrEnqueueTimeout means the entry
 	// never reached the log.
-	f := n.raft.Apply(data, n.timing.leaderWait)
+	future := n.raft.Apply(data, n.timing.leaderWait)
 	if ctx.Done() != nil {
 		done := make(chan struct{})
 		go func() {
-			_ = f.Error()
+			_ = future.Error()
 			close(done)
 		}()
 		select {
@@ -117,7 +117,7 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 			return nil, 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 		}
 	}
-	if err := f.Error(); err != nil {
+	if err := future.Error(); err != nil {
 		switch {
 		case retryable(err):
 			return nil, 0, err
@@ -129,12 +129,12 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 		}
 	}
 	// Response is valid only once Error has returned.
-	switch resp := f.Response().(type) {
+	switch resp := future.Response().(type) {
 	case *lockstate.Result:
-		return resp, f.Index(), nil
+		return resp, future.Index(), nil
 	case error:
-		return nil, 0, fmt.Errorf("raftnode: apply at index %d: %w", f.Index(), resp)
+		return nil, 0, fmt.Errorf("raftnode: apply at index %d: %w", future.Index(), resp)
 	default:
-		return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", f.Index(), resp)
+		return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", future.Index(), resp)
 	}
 }
