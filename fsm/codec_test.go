@@ -80,9 +80,12 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// foreignCommand is a Command type that has no codec row.
+type foreignCommand struct{ *lockstate.Tick }
+
 func TestEncodeRejects(t *testing.T) {
 	var nilAcquire *lockstate.Acquire
-	for _, cmd := range []lockstate.Command{nil, nilAcquire, lockstate.Tick{}} {
+	for _, cmd := range []lockstate.Command{nil, nilAcquire, foreignCommand{&lockstate.Tick{}}} {
 		if _, err := Encode(1, cmd); err == nil {
 			t.Errorf("Encode(%#v) succeeded", cmd)
 		}

@@ -5,73 +5,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/lockd/lockd/quorum"
 )
 
-// validRequestID checks a client-chosen idempotency key.
-func validRequestID(id string) *Error {
-	if len(id) > MaxRequestIDLen {
-		return errorf(CodeInvalid, "request_id is %d bytes, over %d", len(id), MaxRequestIDLen)
+// fillDefaults sets each spec's weight (0 means 1) in place, the command
+// being the entry's own, and returns the requirement and how many locks
+// it needs. c has been validated.
+func fillDefaults(c *Acquire) (quorum.Requirement, int) {
+	for i := range c.Locks {
+		c.Locks[i].Weight = c.Locks[i].weight()
 	}
-	if !utf8.ValidString(id) {
-		return errorf(CodeInvalid, "request_id is not valid UTF-8")
-	}
-	if id[0] == '~' {
-		return errorf(CodeInvalid, "request_id %q: ids starting with '~' are reserved", id)
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x20 || c == 0x7f || c == '/' {
-			return errorf(CodeInvalid, "request_id %q has a control character or '/'", id)
-		}
-	}
-	return nil
-}
-
-// normalize checks an acquire's content and fills defaults (weight 1,
-// require all) in place: the command belongs to the entry being applied.
-// It returns the specs to use and k.
-func normalize(c *Acquire) ([]LockSpec, quorum.Requirement, int, *Error) {
-	if len(c.Locks) == 0 || len(c.Locks) > MaxLocksPerReq {
-		return nil, "", 0, errorf(CodeInvalid, "a request names 1 to %d locks, not %d", MaxLocksPerReq, len(c.Locks))
-	}
-	req, err := quorum.Parse(string(c.Require))
-	if err != nil {
-		return nil, "", 0, errorf(CodeInvalid, "%v", err)
-	}
+	req, _ := quorum.Parse(string(c.Require))
 	need, _ := req.Need(len(c.Locks))
-	switch {
-	case c.Wait < 0 || c.Wait > MaxWait:
-		return nil, "", 0, errorf(CodeInvalid, "wait %v is outside [0, %v]", c.Wait, MaxWait)
-	case c.HoldTTL < 0 || c.HoldTTL > MaxHoldTTL:
-		return nil, "", 0, errorf(CodeInvalid, "hold_ttl %v is outside [0, %v]", c.HoldTTL, MaxHoldTTL)
-	}
-	specs := c.Locks
-	for i, sp := range c.Locks {
-		if err := ValidName(sp.Name); err != nil {
-			return nil, "", 0, err.(*Error)
-		}
-		if sp.Mode != Read && sp.Mode != Write {
-			return nil, "", 0, errorf(CodeInvalid, "lock %q: mode must be read or write", sp.Name)
-		}
-		if sp.Limit < 0 || sp.Limit > MaxLimit {
-			return nil, "", 0, errorf(CodeInvalid, "lock %q: limit %d is outside [1, %d]", sp.Name, sp.Limit, MaxLimit)
-		}
-		if sp.Weight == 0 {
-			sp.Weight = 1
-		}
-		if sp.Weight < 1 || (sp.Mode == Read && sp.Weight != 1) {
-			return nil, "", 0, errorf(CodeInvalid, "lock %q: weight %d is invalid (read takes 1; write 1..limit)", sp.Name, sp.Weight)
-		}
-		for _, prev := range specs[:i] {
-			if prev.Name == sp.Name {
-				return nil, "", 0, errorf(CodeInvalid, "lock %q is named twice", sp.Name)
-			}
-		}
-		specs[i] = sp
-	}
-	return specs, req, need, nil
+	return req, need
 }
 
 func (t *Table) acquire(c *Acquire) Result {
@@ -79,21 +26,14 @@ func (t *Table) acquire(c *Acquire) Result {
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
 	}
-	if c.RequestID != "" {
-		if err := validRequestID(c.RequestID); err != nil {
-			return Result{Err: err}
+	if r := t.requests[c.RequestID]; c.RequestID != "" && r != nil {
+		if r.s != s {
+			return Result{Err: errorf(CodeInvalid, "request_id %q belongs to another session", c.RequestID)}
 		}
-		if r := t.requests[c.RequestID]; r != nil {
-			if r.s != s {
-				return Result{Err: errorf(CodeInvalid, "request_id %q belongs to another session", c.RequestID)}
-			}
-			return Result{Request: t.requestInfo(r)} // a retry: never enqueue twice
-		}
+		return Result{Request: t.requestInfo(r)} // a retry: never enqueue twice
 	}
-	specs, req, need, err := normalize(c)
-	if err != nil {
-		return Result{Err: err}
-	}
+	req, need := fillDefaults(c)
+	specs := c.Locks
 	for _, sp := range specs {
 		n := t.nodes[sp.Name]
 		if n != nil && n.inUse() && sp.Limit != 0 && sp.Limit != n.limit {
@@ -177,15 +117,9 @@ func (t *Table) release(c *Release) Result {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
 	}
 	var names []string
-	switch {
-	case c.Name != "" && c.RequestID != "":
-		return Result{Err: errorf(CodeInvalid, "release names a lock or a request, not both")}
-	case c.Name != "":
-		if err := ValidName(c.Name); err != nil {
-			return Result{Err: err.(*Error)}
-		}
+	if c.Name != "" {
 		names = []string{c.Name}
-	case c.RequestID != "":
+	} else {
 		r := t.requests[c.RequestID]
 		if r == nil || r.s != s {
 			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %d", c.RequestID, s.id)}
@@ -198,8 +132,6 @@ func (t *Table) release(c *Release) Result {
 				names = append(names, g.Name)
 			}
 		}
-	default:
-		return Result{Err: errorf(CodeInvalid, "release needs a lock name or a request_id")}
 	}
 	for _, name := range names {
 		if n := t.nodes[name]; n == nil || s.holds[n] == nil {
@@ -228,9 +160,6 @@ func (t *Table) surrenderCmd(c *Surrender) Result {
 	s := t.sessions[c.Session]
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
-	}
-	if err := ValidName(c.Name); err != nil {
-		return Result{Err: err.(*Error)}
 	}
 	n := t.nodes[c.Name]
 	if n == nil || s.holds[n] == nil {

@@ -263,7 +263,7 @@ func (h *harness) someSession(c chooser) SessionID {
 		if len(h.gone) > 0 && c.IntN(2) == 0 {
 			return pick(c, h.gone)
 		}
-		return 424242
+		return pick(c, []SessionID{424242, 424242, 0}) // 0: invalid content, whatever else is wrong
 	}
 	return pick(c, live)
 }
@@ -281,7 +281,7 @@ func (h *harness) genSession(c chooser) *CreateSession {
 		cs.LockDelay = time.Second + secs(c, 5)
 	}
 	if c.IntN(20) == 0 { // invalid options
-		switch c.IntN(4) {
+		switch c.IntN(5) {
 		case 0:
 			cs.TTL = 0
 		case 1:
@@ -290,6 +290,8 @@ func (h *harness) genSession(c chooser) *CreateSession {
 			cs.OnDeadlock = "retry"
 		case 3:
 			cs.Name = strings.Repeat("n", MaxSessionName+1)
+		case 4:
+			cs.Name = "\xff"
 		}
 	}
 	return cs
@@ -460,7 +462,11 @@ func (h *harness) genCancel(c chooser) *Cancel {
 		}
 	}
 	if len(pend) == 0 || c.IntN(12) == 0 {
-		return &Cancel{Session: h.someSession(c), RequestID: fmt.Sprintf("q%d", c.IntN(8))}
+		cc := &Cancel{Session: h.someSession(c), RequestID: fmt.Sprintf("q%d", c.IntN(8))}
+		if c.IntN(10) == 0 {
+			cc.RequestID = pick(c, []string{"", strings.Repeat("r", MaxRequestIDLen+1)}) // invalid
+		}
+		return cc
 	}
 	r := pick(c, pend)
 	cc := &Cancel{RequestID: r.ID, Session: r.Session}

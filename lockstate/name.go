@@ -7,8 +7,8 @@ import (
 
 // ValidName reports why name is not a valid lock name, or nil. A name is 1–16
 // segments joined by '/', each 1–128 bytes of valid UTF-8 without control
-// characters, 512 bytes at most in all.
-func ValidName(name string) error {
+// characters, 512 bytes at most in all. The error's code is CodeInvalid.
+func ValidName(name string) *Error {
 	if name == "" {
 		return errorf(CodeInvalid, "lock name is empty")
 	}

@@ -722,8 +722,20 @@ func (m *refTable) Apply(e Entry) refResult {
 	m.clock = max(m.clock, e.Now)
 	m.events = nil
 	m.fireDeadlines()
+	res := refResult{err: CodeInvalid}
+	if refValidContent(e.Cmd) {
+		res = m.applyCmd(e.Cmd)
+	}
+	m.settle()
+	m.recheck()
+	res.events, m.events = m.events, nil
+	return res
+}
+
+// applyCmd applies a command whose content is valid.
+func (m *refTable) applyCmd(cmd Command) refResult {
 	var res refResult
-	switch c := e.Cmd.(type) {
+	switch c := cmd.(type) {
 	case *CreateSession:
 		res = m.createSession(c)
 	case *CloseSession:
@@ -738,21 +750,11 @@ func (m *refTable) Apply(e Entry) refResult {
 		res = m.surrenderCmd(c)
 	case *Cancel:
 		res = m.cancel(c)
-	case *Tick:
-	default:
-		res.err = CodeInvalid
 	}
-	m.settle()
-	m.recheck()
-	res.events, m.events = m.events, nil
 	return res
 }
 
 func (m *refTable) createSession(c *CreateSession) refResult {
-	if c.TTL < MinTTL || c.TTL > MaxTTL || c.LockDelay < 0 || c.LockDelay > MaxLockDelay ||
-		len(c.Name) > MaxSessionName || (c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock) {
-		return refResult{err: CodeInvalid}
-	}
 	od := c.OnDeadlock
 	if od == "" {
 		od = Abort
@@ -818,44 +820,74 @@ func refValidRequestID(id string) bool {
 	return true
 }
 
+// refValidContent decides from the command alone whether it is well
+// formed: every command is checked for content before the table is looked
+// at, so bad content is invalid_request whatever the table holds.
+func refValidContent(cmd Command) bool {
+	switch c := cmd.(type) {
+	case *CreateSession:
+		return c.TTL >= MinTTL && c.TTL <= MaxTTL && c.LockDelay >= 0 && c.LockDelay <= MaxLockDelay &&
+			len(c.Name) <= MaxSessionName && utf8.ValidString(c.Name) &&
+			(c.OnDeadlock == "" || c.OnDeadlock == Abort || c.OnDeadlock == SurrenderLock)
+	case *CloseSession:
+		return c.Session != 0
+	case *ExpireSession:
+		return c.Session != 0
+	case *Acquire:
+		return refValidAcquire(c)
+	case *Release:
+		return c.Session != 0 && (c.Name == "") != (c.RequestID == "") && (c.Name == "" || refValidName(c.Name))
+	case *Surrender:
+		return c.Session != 0 && refValidName(c.Name)
+	case *Cancel:
+		return c.RequestID != "" && len(c.RequestID) <= MaxRequestIDLen
+	case *Tick:
+		return true
+	}
+	return false
+}
+
+func refValidAcquire(c *Acquire) bool {
+	if c.Session == 0 || (c.RequestID != "" && !refValidRequestID(c.RequestID)) ||
+		len(c.Locks) == 0 || len(c.Locks) > MaxLocksPerReq ||
+		c.Wait < 0 || c.Wait > MaxWait || c.HoldTTL < 0 || c.HoldTTL > MaxHoldTTL {
+		return false
+	}
+	if _, err := quorum.Parse(string(c.Require)); err != nil {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, sp := range c.Locks {
+		if sp.Weight == 0 {
+			sp.Weight = 1
+		}
+		if seen[sp.Name] || !refValidName(sp.Name) || (sp.Mode != Read && sp.Mode != Write) ||
+			sp.Limit < 0 || sp.Limit > MaxLimit || sp.Weight < 1 || (sp.Mode == Read && sp.Weight != 1) ||
+			(sp.Limit > 0 && sp.Weight > sp.Limit) {
+			return false
+		}
+		seen[sp.Name] = true
+	}
+	return true
+}
+
 func (m *refTable) acquire(c *Acquire) refResult {
 	s := m.sessions[c.Session]
 	if s == nil {
 		return refResult{err: CodeNoSession}
 	}
-	if c.RequestID != "" {
-		if !refValidRequestID(c.RequestID) {
+	if r := m.reqs[c.RequestID]; c.RequestID != "" && r != nil {
+		if r.sess != s.id {
 			return refResult{err: CodeInvalid}
 		}
-		if r := m.reqs[c.RequestID]; r != nil {
-			if r.sess != s.id {
-				return refResult{err: CodeInvalid}
-			}
-			return refResult{request: m.view(r)}
-		}
+		return refResult{request: m.view(r)}
 	}
-	// Content checks, in the order the engine reports them.
-	if len(c.Locks) == 0 || len(c.Locks) > MaxLocksPerReq {
-		return refResult{err: CodeInvalid}
-	}
-	req, err := quorum.Parse(string(c.Require))
-	if err != nil || c.Wait < 0 || c.Wait > MaxWait || c.HoldTTL < 0 || c.HoldTTL > MaxHoldTTL {
-		return refResult{err: CodeInvalid}
-	}
+	req, _ := quorum.Parse(string(c.Require))
 	need, _ := req.Need(len(c.Locks))
 	specs := make([]LockSpec, len(c.Locks))
 	for i, sp := range c.Locks {
 		if sp.Weight == 0 {
 			sp.Weight = 1
-		}
-		if !refValidName(sp.Name) || (sp.Mode != Read && sp.Mode != Write) || sp.Limit < 0 || sp.Limit > MaxLimit ||
-			sp.Weight < 1 || (sp.Mode == Read && sp.Weight != 1) {
-			return refResult{err: CodeInvalid}
-		}
-		for _, prev := range specs[:i] {
-			if prev.Name == sp.Name {
-				return refResult{err: CodeInvalid}
-			}
 		}
 		specs[i] = sp
 	}
@@ -923,15 +955,9 @@ func (m *refTable) release(c *Release) refResult {
 		return refResult{err: CodeNoSession}
 	}
 	var names []string
-	switch {
-	case c.Name != "" && c.RequestID != "":
-		return refResult{err: CodeInvalid}
-	case c.Name != "":
-		if !refValidName(c.Name) {
-			return refResult{err: CodeInvalid}
-		}
+	if c.Name != "" {
 		names = []string{c.Name}
-	case c.RequestID != "":
+	} else {
 		r := m.reqs[c.RequestID]
 		if r == nil || r.sess != s.id {
 			return refResult{err: CodeNoRequest}
@@ -944,8 +970,6 @@ func (m *refTable) release(c *Release) refResult {
 				names = append(names, g.Name)
 			}
 		}
-	default:
-		return refResult{err: CodeInvalid}
 	}
 	for _, name := range names {
 		if m.holdOf(s.id, name) == nil {
@@ -971,9 +995,6 @@ func (m *refTable) surrenderCmd(c *Surrender) refResult {
 	s := m.sessions[c.Session]
 	if s == nil {
 		return refResult{err: CodeNoSession}
-	}
-	if !refValidName(c.Name) {
-		return refResult{err: CodeInvalid}
 	}
 	h := m.holdOf(s.id, c.Name)
 	if h == nil {

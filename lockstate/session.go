@@ -6,9 +6,6 @@ import (
 )
 
 func (t *Table) createSession(c *CreateSession) Result {
-	if err := validSession(c); err != nil {
-		return Result{Err: err}
-	}
 	id := SessionID(t.index)
 	od := c.OnDeadlock
 	if od == "" {
@@ -20,20 +17,6 @@ func (t *Table) createSession(c *CreateSession) Result {
 	}
 	t.emit(EvSessionCreated, id, "", "", 0)
 	return Result{Session: id}
-}
-
-func validSession(c *CreateSession) *Error {
-	switch {
-	case c.TTL < MinTTL || c.TTL > MaxTTL:
-		return errorf(CodeInvalid, "session ttl %v is outside [%v, %v]", c.TTL, MinTTL, MaxTTL)
-	case c.LockDelay < 0 || c.LockDelay > MaxLockDelay:
-		return errorf(CodeInvalid, "lock_delay %v is outside [0, %v]", c.LockDelay, MaxLockDelay)
-	case len(c.Name) > MaxSessionName:
-		return errorf(CodeInvalid, "session name is %d bytes, over %d", len(c.Name), MaxSessionName)
-	case c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock:
-		return errorf(CodeInvalid, "on_deadlock %q is not abort or surrender", c.OnDeadlock)
-	}
-	return nil
 }
 
 // endSession closes or expires a session: every hold is released (in name

@@ -191,8 +191,9 @@ func (t *Table) Clock() int64 { return t.clock }
 
 // Apply applies one committed entry. Entries must come with increasing
 // indexes; one that does not is refused and changes nothing. A command
-// whose content is bad returns Result.Err and changes nothing beyond the
-// clock, which every entry advances.
+// whose content is bad (Command.Validate) or that the table's state refuses
+// returns Result.Err and changes nothing beyond the clock, which every
+// entry advances (and with it the deadlines that fire).
 func (t *Table) Apply(e Entry) Result {
 	if e.Index <= t.index {
 		return Result{Err: errorf(CodeInvalid, "entry index %d is not after applied index %d", e.Index, t.index)}
@@ -204,7 +205,29 @@ func (t *Table) Apply(e Entry) Result {
 	t.fireDeadlines()
 
 	var res Result
-	switch c := e.Cmd.(type) {
+	if e.Cmd == nil {
+		res.Err = errorf(CodeInvalid, "empty command")
+	} else if res.Err = e.Cmd.Validate(); res.Err == nil {
+		res = t.applyCmd(e.Cmd)
+	}
+	t.settle()
+	t.recheck()
+	t.collect()
+	t.trimDeadlines()
+	if len(t.events) > t.evStart {
+		res.Events = t.events[t.evStart:len(t.events):len(t.events)]
+	}
+	if cap(t.events)-len(t.events) < 4 {
+		t.events = make([]Event, 0, 256)
+	}
+	t.evStart = len(t.events)
+	return res
+}
+
+// applyCmd applies a valid command.
+func (t *Table) applyCmd(cmd Command) Result {
+	var res Result
+	switch c := cmd.(type) {
 	case *CreateSession:
 		res = t.createSession(c)
 	case *CloseSession:
@@ -220,22 +243,9 @@ func (t *Table) Apply(e Entry) Result {
 	case *Cancel:
 		res = t.cancel(c)
 	case *Tick:
-	case nil:
-		res.Err = errorf(CodeInvalid, "empty command")
 	default:
-		res.Err = errorf(CodeInvalid, "unknown command %T", e.Cmd)
+		res.Err = errorf(CodeInvalid, "unknown command %T", cmd)
 	}
-	t.settle()
-	t.recheck()
-	t.collect()
-	t.trimDeadlines()
-	if len(t.events) > t.evStart {
-		res.Events = t.events[t.evStart:len(t.events):len(t.events)]
-	}
-	if cap(t.events)-len(t.events) < 4 {
-		t.events = make([]Event, 0, 256)
-	}
-	t.evStart = len(t.events)
 	return res
 }
 

@@ -64,8 +64,9 @@ const (
 	Released  Status = "released" // granted, and no longer held (released, expired, surrendered)
 )
 
-// Limits on what a command may carry. The API checks them before proposing
-// and Apply checks them again, so a bad entry can never change the table.
+// Limits on what a command may carry. Command.Validate checks them, both in
+// the API before proposing and in Apply, so a bad entry never changes the
+// table.
 const (
 	MaxNameLen       = 512
 	MaxSegments      = 16
@@ -90,8 +91,15 @@ type Entry struct {
 	Cmd   Command
 }
 
-// Command is one of the command types below.
-type Command interface{ command() }
+// Command is one of the command types below, always used as a pointer
+// (*Acquire, *Tick, ...).
+type Command interface {
+	// Validate reports what is wrong with the command's content, or nil.
+	// It looks at nothing but the command and changes nothing: the API
+	// calls it before proposing, Table.Apply before applying.
+	Validate() *Error
+	command()
+}
 
 // CreateSession opens a session owned by a client.
 type CreateSession struct {
@@ -157,14 +165,14 @@ type Cancel struct {
 // deadlines fire when no other command arrives.
 type Tick struct{}
 
-func (CreateSession) command() {}
-func (CloseSession) command()  {}
-func (ExpireSession) command() {}
-func (Acquire) command()       {}
-func (Release) command()       {}
-func (Surrender) command()     {}
-func (Cancel) command()        {}
-func (Tick) command()          {}
+func (*CreateSession) command() {}
+func (*CloseSession) command()  {}
+func (*ExpireSession) command() {}
+func (*Acquire) command()       {}
+func (*Release) command()       {}
+func (*Surrender) command()     {}
+func (*Cancel) command()        {}
+func (*Tick) command()          {}
 
 // Code is a machine-readable error code; the values are the API's codes.
 type Code string
