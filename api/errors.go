@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // Error codes the API adds to lockstate's (which are the codes of the
@@ -18,7 +19,7 @@ const (
 	CodeNoLeader = "no_leader"
 	// CodeCancelled: the acquire was cancelled (DELETE /v1/requests/{id})
 	// while the session lives on.
-	CodeCancelled = "cancelled"
+	CodeCancelled = string(lockservice.CodeCancelled)
 	// CodeNotFound: no such endpoint.
 	CodeNotFound = "not_found"
 	// CodeInternal: a bug or an unexpected failure of this node.
@@ -60,6 +61,7 @@ var codeStatus = map[lockstate.Code]int{
 	lockstate.CodePoorlyOrdered: http.StatusConflict,
 	lockstate.CodeNotHeld:       http.StatusConflict,
 	lockstate.CodeLimitMismatch: http.StatusConflict,
+	lockservice.CodeCancelled:   http.StatusConflict,
 }
 
 // tableError converts a domain failure from the table.
@@ -76,6 +78,7 @@ func toError(err error) *Error {
 	var ae *Error
 	var le *lockstate.Error
 	var mbe *http.MaxBytesError
+	var re *lockservice.RetryError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -83,8 +86,8 @@ func toError(err error) *Error {
 		return tableError(le)
 	case errors.As(err, &mbe):
 		return invalid("request body is larger than %d bytes", mbe.Limit)
-	case errors.Is(err, raftnode.ErrSessionNotFound):
-		return errorf(http.StatusNotFound, string(lockstate.CodeNoSession), "%v", err)
+	case errors.As(err, &re):
+		return retryRequest(re)
 	case errors.Is(err, raftnode.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
 		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. "+
@@ -98,6 +101,21 @@ func toError(err error) *Error {
 		return noLeader("request cancelled: %v", err)
 	}
 	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
+}
+
+// retryRequest is the 503 of a request whose outcome this node cannot
+// give: the client repeats it with the same request_id, or re-attaches.
+func retryRequest(re *lockservice.RetryError) *Error {
+	if re.Pending {
+		return noLeader("request %s is still pending: %v; re-attach with GET /v1/requests/%s?wait=30s",
+			re.RequestID, re.Err, re.RequestID)
+	}
+	why := toError(re.Err)
+	if why.Code != CodeNoLeader {
+		return why
+	}
+	return noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",
+		re.RequestID, why.Message, re.RequestID)
 }
 
 // writeError answers err as {"error":{"code","message"}}.

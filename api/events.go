@@ -27,8 +27,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	sent := false
 	var last uint64
 	for {
-		changed := s.fsm.Changed() // before reading the index: no change slips between
-		if idx := s.fsm.AppliedIndex(); !sent || idx != last {
+		changed := s.locks.Changed() // before reading the index: no change slips between
+		if idx := s.locks.AppliedIndex(); !sent || idx != last {
 			sent, last = true, idx
 			if _, err := fmt.Fprintf(w, "data: %d\n\n", idx); err != nil {
 				return
@@ -41,7 +41,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				continue
 			case <-r.Context().Done():
 				return
-			case <-s.closing:
+			case <-s.locks.Closing():
 				return
 			}
 		}
@@ -53,7 +53,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-r.Context().Done():
 			return
-		case <-s.closing:
+		case <-s.locks.Closing():
 			return
 		}
 	}

@@ -1,26 +1,18 @@
 package api_test
 
-// Review tests: each one demonstrates a suspected correctness bug and is
-// expected to FAIL on the current code.
+// A request's answer follows its hold: once the hold ended (hold_ttl,
+// surrender, release), an idempotent retry or a re-attach is never told
+// "granted" while another session may hold the lock.
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/lockd/lockd/api"
-	"github.com/lockd/lockd/lockstate"
-	"github.com/lockd/lockd/raftnode"
 )
 
 // holder returns the tokens of the current holders of name (linearizable read).
@@ -41,12 +33,11 @@ func holderTokens(t *testing.T, n *testNode, name string) []uint64 {
 	return out
 }
 
-// A request that was granted keeps answering "granted" (with its old token)
-// after its hold went away by hold_ttl, even while another session holds the
-// lock. A client that retries its acquire with the same request_id (the
-// documented reaction to a lost answer / 503) or re-attaches with
-// GET /v1/requests/{id} is told "you hold it" while somebody else does.
-func TestReviewRetriedAcquireSaysGrantedAfterHoldTTLExpired(t *testing.T) {
+// A request whose hold went away by hold_ttl, while another session holds
+// the lock, is not granted to a client that retries its acquire with the
+// same request_id (the documented reaction to a lost answer / 503) or
+// re-attaches with GET /v1/requests/{id}.
+func TestRetriedAcquireIsNotGrantedAfterHoldTTLExpired(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
 	a := n.session(nil)
 	b := n.session(nil)
@@ -82,9 +73,9 @@ func TestReviewRetriedAcquireSaysGrantedAfterHoldTTLExpired(t *testing.T) {
 }
 
 // The same with an involuntary surrender: on_deadlock "surrender" takes a
-// lock away from the victim; the victim's original grant still answers
-// "granted".
-func TestReviewRequestSaysGrantedAfterDeadlockSurrender(t *testing.T) {
+// lock away from the victim; the victim's original grant no longer
+// answers "granted".
+func TestRequestIsNotGrantedAfterDeadlockSurrender(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
 	older := n.session(nil)                                                       // B
 	victim := n.session(map[string]any{"ttl": "30s", "on_deadlock": "surrender"}) // A: youngest
@@ -116,9 +107,9 @@ func TestReviewRequestSaysGrantedAfterDeadlockSurrender(t *testing.T) {
 }
 
 // A retried acquire (same request_id) of a request that was granted and then
-// released by request_id answers 500 internal ("unexpected status"): the
-// "released" status is not handled by answerFinal.
-func TestReviewRetriedAcquireAfterReleaseByRequestIsInternalError(t *testing.T) {
+// released by request_id is answered as released (409), not as a failure
+// of the node.
+func TestRetriedAcquireAfterReleaseByRequestIsNotAnError(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
 	a := n.session(nil)
 	decodeGrant(t, n.acquire(a, "rel/x", "write", "0s", "a-rel"))
@@ -126,130 +117,5 @@ func TestReviewRetriedAcquireAfterReleaseByRequestIsInternalError(t *testing.T) 
 	r := n.acquire(a, "rel/x", "write", "0s", "a-rel")
 	if r.status >= 500 {
 		t.Errorf("retried acquire of a released request answered %s", r)
-	}
-}
-
-// unknownCancelNode commits the first Cancel it is asked for, then reports
-// ErrUnknownOutcome for it (as after a forwarding connection broke once the
-// leader had the entry).
-type unknownCancelNode struct {
-	*raftnode.Node
-	mu   sync.Mutex
-	done bool
-}
-
-func (u *unknownCancelNode) Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
-	res, idx, err := u.Node.Propose(ctx, cmd)
-	if _, ok := cmd.(*lockstate.Cancel); ok && err == nil {
-		u.mu.Lock()
-		first := !u.done
-		u.done = true
-		u.mu.Unlock()
-		if first {
-			return nil, 0, fmt.Errorf("test: %w", raftnode.ErrUnknownOutcome)
-		}
-	}
-	return res, idx, err
-}
-
-// When no leader tick ends a wait (here: the leader's wall clock stands
-// still, as with a leader whose clock is behind the table clock), the node
-// cancels the request after wait+grace and "the cancel's committed result
-// decides": a cancel that ended the request answers 409 timeout. If that
-// cancel's answer is lost and propose retries it idempotently, the retry
-// returns the request's state with Ended = the first cancel's index, which
-// answerFinal does not recognise as its own cancel: the client is told
-// "409 cancelled" (as if someone had DELETEd the request) instead of timeout.
-func TestReviewRetriedTimeoutCancelAnswersCancelled(t *testing.T) {
-	frozen := time.Now()
-	raftAddr := freeAddr(t)
-	logger := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Warn, Output: io.Discard})
-	node, err := raftnode.Open(raftnode.Config{ID: "n1", DataDir: t.TempDir(), RaftBind: raftAddr,
-		Logger: logger, Timing: 0.1, Now: func() time.Time { return frozen }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrapped := &unknownCancelNode{Node: node}
-	srv, err := api.New(api.Config{Node: wrapped, Logger: logger, CancelGrace: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	n := &testNode{t: t, id: "n1", raft: raftAddr, node: node, srv: srv, ts: ts}
-	t.Cleanup(n.stop)
-	if err := node.Bootstrap([]raftnode.Server{{ID: "n1", Addr: raftAddr, Voter: true}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "a leader", func() bool { return node.Status().State == "leader" })
-
-	a := n.session(nil)
-	b := n.session(nil)
-	decodeGrant(t, n.acquire(a, "c/x", "write", "0s", ""))
-	r := n.acquire(b, "c/x", "write", "200ms", "b-wait")
-	if r.status != http.StatusConflict || !strings.Contains(string(r.body), `"code":"timeout"`) {
-		t.Errorf("acquire whose wait ran out (ended by this node's cancel) answered %s, want 409 timeout", r)
-	}
-}
-
-// unknownReleaseNode commits the first Release, then reports
-// ErrUnknownOutcome for it.
-type unknownReleaseNode struct {
-	*raftnode.Node
-	mu   sync.Mutex
-	done bool
-}
-
-func (u *unknownReleaseNode) Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
-	res, idx, err := u.Node.Propose(ctx, cmd)
-	if _, ok := cmd.(*lockstate.Release); ok && err == nil {
-		u.mu.Lock()
-		first := !u.done
-		u.done = true
-		u.mu.Unlock()
-		if first {
-			return nil, 0, fmt.Errorf("test: %w", raftnode.ErrUnknownOutcome)
-		}
-	}
-	return res, idx, err
-}
-
-// A release by name whose outcome is unknown is answered 503 no_leader with
-// "retry it" — but a release by name is not idempotent: a client that does
-// as told drops a reentrant hold twice and loses the lock while one of its
-// nested holds is still in use; another session then gets it.
-func TestReviewUnknownReleaseTellsClientToRetryNonIdempotentRelease(t *testing.T) {
-	raftAddr := freeAddr(t)
-	logger := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Warn, Output: io.Discard})
-	node, err := raftnode.Open(raftnode.Config{ID: "n1", DataDir: t.TempDir(), RaftBind: raftAddr, Logger: logger, Timing: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.New(api.Config{Node: &unknownReleaseNode{Node: node}, Logger: logger, CancelGrace: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testNode{t: t, id: "n1", raft: raftAddr, node: node, srv: srv, ts: httptest.NewServer(srv)}
-	t.Cleanup(n.stop)
-	if err := node.Bootstrap([]raftnode.Server{{ID: "n1", Addr: raftAddr, Voter: true}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "a leader", func() bool { return node.Status().State == "leader" })
-
-	a := n.session(nil)
-	b := n.session(nil)
-	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", ""))                        // outer critical section
-	decodeGrant(t, n.acquire(a, "re/x", "write", "0s", ""))                        // nested: count 2
-	r := n.do("POST", "/v1/release", map[string]any{"session": a, "name": "re/x"}) // leave the nested one
-	if r.status != http.StatusServiceUnavailable {
-		t.Fatalf("release with unknown outcome answered %s", r)
-	}
-	msg := string(r.body)
-	if strings.Contains(msg, "retry") {
-		// Do as told.
-		n.do("POST", "/v1/release", map[string]any{"session": a, "name": "re/x"})
-		// A still believes it holds re/x once (its outer section).
-		if rb := n.acquire(b, "re/x", "write", "0s", ""); rb.status == http.StatusOK {
-			t.Errorf("after the advised retry of a release (%s), session B was granted re/x while A's outer hold is still in use: %s", msg, rb)
-		}
 	}
 }

@@ -3,9 +3,9 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // PUT /v1/locks/{name...}?session=ID&mode=write&wait=30s[&weight=&limit=&hold_ttl=&request_id=]
@@ -43,12 +43,7 @@ func (s *Server) acquireOne(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cmd, err := acquireCmd(req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.acquire(w, r, cmd)
+	s.acquire(w, r, acquireCmd(req))
 }
 
 // DELETE /v1/locks/{name...}?session=ID
@@ -72,30 +67,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRequest) {
-	err := validSession(req.Session)
-	switch {
-	case err != nil:
-	case req.Name != "" && req.RequestID != "":
-		err = invalid("release names a lock or a request_id, not both")
-	case req.Name != "":
-		err = validName(req.Name)
-	case req.RequestID == "":
-		err = invalid("release needs a name or a request_id")
-	}
+	names, err := s.locks.Release(r.Context(), &lockstate.Release{Session: lockstate.SessionID(req.Session),
+		Name: req.Name, RequestID: req.RequestID})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	// Not retried on an unknown outcome: a release counts a hold down, and
-	// a second one would release a reentrant hold once too often.
-	res, _, err := s.propose(r.Context(), &lockstate.Release{Session: lockstate.SessionID(req.Session),
-		Name: req.Name, RequestID: req.RequestID}, false)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := ReleaseResponse{Released: make([]ReleasedLock, len(res.Released))}
-	for i, name := range res.Released {
+	out := ReleaseResponse{Released: make([]ReleasedLock, len(names))}
+	for i, name := range names {
 		out.Released[i] = ReleasedLock{Name: name}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -104,24 +83,17 @@ func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRe
 // POST /v1/surrender
 func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 	var req SurrenderRequest
-	err := s.decode(w, r, &req, false)
-	if err == nil {
-		err = validSession(req.Session)
-	}
-	if err == nil {
-		err = validName(req.Name)
-	}
-	if err != nil {
+	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res, _, err := s.propose(r.Context(), &lockstate.Surrender{Session: lockstate.SessionID(req.Session), Name: req.Name}, false)
+	kept, err := s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: lockstate.SessionID(req.Session), Name: req.Name})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	status := "surrendered"
-	if res.Kept {
+	if kept {
 		status = "kept"
 	}
 	writeJSON(w, http.StatusOK, SurrenderResponse{Status: status, Name: req.Name})
@@ -129,18 +101,15 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/locks?prefix=jobs/
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
-	if err := s.readIndex(r); err != nil {
+	locks, err := s.locks.Locks(r.Context(), consistency(r), r.URL.Query().Get("prefix"))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var out []Lock
-	s.fsm.Read(func(t *lockstate.Table) {
-		ls := t.Locks(r.URL.Query().Get("prefix"))
-		out = make([]Lock, len(ls))
-		for i, li := range ls {
-			out[i] = lockJSON(li)
-		}
-	})
+	out := make([]Lock, len(locks))
+	for i, li := range locks {
+		out[i] = lockJSON(li)
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -151,68 +120,46 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 // state then. X-Lock-Index carries the version either way; a name nobody
 // holds, waits for or delays answers 404 lock_not_found with the header.
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
 	q := r.URL.Query()
-	err := validName(name)
-	var index uint64
-	var wait time.Duration
+	query := lockservice.LockQuery{Name: r.PathValue("name"), Block: q.Has("index")}
+	index, err := queryUint(q, "index")
 	if err == nil {
-		index, err = queryUint(q, "index")
+		query.Index = index
+		query.Wait, err = queryDuration(q, "wait")
 	}
+	var view lockservice.LockView
 	if err == nil {
-		wait, err = queryDuration(q, "wait")
-	}
-	if err == nil {
-		err = s.readIndex(r)
+		view, err = s.locks.Lock(r.Context(), consistency(r), query)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if q.Has("index") {
-		if wait == 0 {
-			wait = s.cfg.MaxWait
-		}
-		s.awaitChange(r.Context(), time.Now().Add(s.capWait(wait)), func(t *lockstate.Table) bool {
-			return t.Version(name) > index
-		})
-	}
-	var li lockstate.LockInfo
-	var ok bool
-	var version uint64
-	s.fsm.Read(func(t *lockstate.Table) {
-		li, ok = t.Lock(name)
-		version = t.Version(name)
-	})
-	w.Header().Set("X-Lock-Index", strconv.FormatUint(version, 10))
-	if !ok {
-		s.writeError(w, r, errorf(http.StatusNotFound, string(lockstate.CodeNoLock), "lock %q is not held, waited for or delayed", name))
+	w.Header().Set("X-Lock-Index", strconv.FormatUint(view.Version, 10))
+	if !view.Found {
+		s.writeError(w, r, errorf(http.StatusNotFound, string(lockstate.CodeNoLock), "lock %q is not held, waited for or delayed", query.Name))
 		return
 	}
-	writeJSON(w, http.StatusOK, lockJSON(li))
+	writeJSON(w, http.StatusOK, lockJSON(view.Lock))
 }
 
 // GET /v1/check?name=N&token=T
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	name := q.Get("name")
-	err := validName(name)
 	var token uint64
-	if err == nil {
-		if !q.Has("token") {
-			err = invalid("the token query parameter is required")
-		} else {
-			token, err = queryUint(q, "token")
-		}
+	var err error
+	if !q.Has("token") {
+		err = invalid("the token query parameter is required")
+	} else {
+		token, err = queryUint(q, "token")
 	}
+	var out CheckResponse
 	if err == nil {
-		err = s.readIndex(r)
+		out.Valid, out.Token, err = s.locks.Check(r.Context(), consistency(r), q.Get("name"), token)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var out CheckResponse
-	s.fsm.Read(func(t *lockstate.Table) { out.Valid, out.Token = t.Check(name, token) })
 	writeJSON(w, http.StatusOK, out)
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/lockd/lockd/lockstate"
 )
 
 // metrics is the node's Prometheus registry. Each Server has its own, so
@@ -17,7 +15,7 @@ import (
 type metrics struct {
 	reg     *prometheus.Registry
 	latency *prometheus.HistogramVec
-	waiting prometheus.Gauge
+	waiting prometheus.GaugeFunc
 }
 
 func newMetrics(s *Server) (*metrics, error) {
@@ -29,10 +27,10 @@ func newMetrics(s *Server) (*metrics, error) {
 			// Up to the longest long-poll: a wait's duration is part of the answer.
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"route", "code"}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "lockd_http_waits_in_flight",
 			Help: "Acquires, request long-polls and blocking queries waiting on this node.",
-		}),
+		}, func() float64 { return float64(s.locks.Waiting()) }),
 	}
 	for _, c := range []prometheus.Collector{
 		m.latency, m.waiting, &stateCollector{s: s},
@@ -125,9 +123,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descRaftLeader, b2f(st.LeaderID != ""))
 	ch <- gauge(descRaftTerm, float64(st.Term))
 	ch <- gauge(descCommitIndex, float64(st.CommitIndex))
-	ch <- gauge(descAppliedIndex, float64(c.s.fsm.AppliedIndex()))
-	var stats lockstate.Stats
-	c.s.fsm.Read(func(t *lockstate.Table) { stats = t.Stats() })
+	ch <- gauge(descAppliedIndex, float64(c.s.locks.AppliedIndex()))
+	stats := c.s.locks.Stats()
 	ch <- gauge(descSessions, float64(stats.Sessions))
 	ch <- gauge(descLocks, float64(stats.Locks))
 	ch <- gauge(descHeld, float64(stats.Holds))

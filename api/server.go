@@ -1,47 +1,39 @@
 // Package api serves lockd's HTTP API (docs/api.md): sessions, acquire,
 // release and surrender, request long-polls, blocking queries on locks,
-// status and Prometheus metrics. Writes go through raftnode.Propose (any
-// node forwards to the leader); reads are linearizable through
-// raftnode.ReadIndex unless ?stale is given; waits for a grant are served
-// by whichever node the client talks to, from that node's applied state.
+// status and Prometheus metrics. It only translates: it decodes JSON,
+// calls the node's lock protocol (raftnode/lockservice), encodes the
+// answer and maps errors (errors.go). Proposing, retries after an unknown
+// outcome, waits and read-index all live in lockservice.
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/lockd/lockd/fsm"
-	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // Defaults for Config's zero fields.
 const (
-	DefaultMaxWait        = 60 * time.Second
-	DefaultCancelGrace    = 2 * time.Second
-	DefaultProposeTimeout = 10 * time.Second
+	DefaultMaxWait        = lockservice.DefaultMaxWait
+	DefaultCancelGrace    = lockservice.DefaultCancelGrace
+	DefaultProposeTimeout = lockservice.DefaultProposeTimeout
 	DefaultMaxBodyBytes   = 64 << 10
 	DefaultSessionTTL     = 15 * time.Second
 )
 
-// maxUnknownRetries bounds how often an idempotent proposal whose outcome
-// is unknown is sent again.
-const maxUnknownRetries = 4
-
 // Node is what the API needs of a raft node; *raftnode.Node implements it.
+// The lock protocol runs on it through lockservice; the API itself only
+// asks for the cluster's view.
 type Node interface {
-	FSM() *fsm.FSM
-	Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error)
-	ReadIndex(ctx context.Context) error
-	KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Duration, error)
+	lockservice.Node
 	Status() raftnode.Status
 	Servers() ([]raftnode.Server, error)
 	RemoveServer(id string) error
@@ -68,15 +60,10 @@ type Config struct {
 	Leave  func()
 	Logger hclog.Logger
 
-	// MaxWait caps every wait (acquire, request long-poll, blocking
-	// query); 0 means DefaultMaxWait.
-	MaxWait time.Duration
-	// CancelGrace is how long past the end of its wait an acquire that is
-	// still pending (no leader ticked its deadline) waits before this node
-	// proposes a cancel; 0 means DefaultCancelGrace.
-	CancelGrace time.Duration
-	// ProposeTimeout bounds one proposal or read-index; 0 means
-	// DefaultProposeTimeout.
+	// MaxWait, CancelGrace and ProposeTimeout configure the lock
+	// protocol (see lockservice.Config); 0 means their defaults.
+	MaxWait        time.Duration
+	CancelGrace    time.Duration
 	ProposeTimeout time.Duration
 	// MaxBodyBytes limits request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -86,14 +73,10 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	node    Node
-	fsm     *fsm.FSM
+	locks   *lockservice.Service
 	log     hclog.Logger
 	handler http.Handler
-	watch   *watchers
 	metrics *metrics
-
-	closing   chan struct{} // closed by Close: waits end with 503
-	closeOnce sync.Once
 }
 
 // New returns the API server for cfg.Node. Close it to stop its
@@ -105,29 +88,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	setDefault(&cfg.MaxWait, DefaultMaxWait)
-	setDefault(&cfg.CancelGrace, DefaultCancelGrace)
-	setDefault(&cfg.ProposeTimeout, DefaultProposeTimeout)
 	setDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-
-	s := &Server{cfg: cfg, node: cfg.Node, fsm: cfg.Node.FSM(), log: cfg.Logger.Named("api"),
-		closing: make(chan struct{})}
-	s.watch = newWatchers(s.fsm)
+	setDefault(&cfg.ProposeTimeout, DefaultProposeTimeout) // also bounds forwarded membership calls
+	locks, err := lockservice.New(lockservice.Config{Node: cfg.Node, Logger: cfg.Logger,
+		MaxWait: cfg.MaxWait, CancelGrace: cfg.CancelGrace, ProposeTimeout: cfg.ProposeTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s := &Server{cfg: cfg, node: cfg.Node, locks: locks, log: cfg.Logger.Named("api")}
 	m, err := newMetrics(s)
 	if err != nil {
-		s.watch.close()
+		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.metrics = m
 	s.handler = s.metrics.instrument(s.routes())
 	return s, nil
-}
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -168,15 +144,17 @@ func (s *Server) routes() *http.ServeMux {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// Close ends every wait in flight (they answer 503 so that clients
-// re-attach on another node) and stops the event watcher. The handler
-// keeps answering other requests: stop the http.Server too.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.closing)
-		s.watch.close()
-	})
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
+
+// Close ends every wait in flight (they answer 503 so that clients
+// re-attach on another node). The handler keeps answering other
+// requests: stop the http.Server too.
+func (s *Server) Close() { s.locks.Close() }
 
 // ---- helpers shared by the handlers -------------------------------------
 
@@ -215,59 +193,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, optional 
 	return nil
 }
 
-// propose commits cmd and returns the table's result, turning a domain
-// failure into an error. raftnode already waits out an election; a
-// proposal whose outcome is unknown is sent again here only when
-// idempotent (repeating it cannot apply it twice).
-func (s *Server) propose(ctx context.Context, cmd lockstate.Command, idempotent bool) (*lockstate.Result, uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProposeTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		res, idx, err := s.node.Propose(ctx, cmd)
-		switch {
-		case err == nil && res == nil:
-			return nil, idx, fmt.Errorf("propose %T: no result at index %d", cmd, idx)
-		case err == nil && res.Err != nil:
-			return res, idx, res.Err
-		case err == nil:
-			return res, idx, nil
-		case !errors.Is(err, raftnode.ErrUnknownOutcome) || !idempotent || attempt == maxUnknownRetries:
-			if attempt > 0 && !errors.Is(err, raftnode.ErrUnknownOutcome) {
-				err = errors.Join(raftnode.ErrUnknownOutcome, err) // an earlier attempt may have committed
-			}
-			return nil, 0, fmt.Errorf("propose %T: %w", cmd, err)
-		}
-		s.log.Debug("retrying a proposal whose outcome is unknown", "cmd", fmt.Sprintf("%T", cmd), "attempt", attempt+1)
-		if err := sleep(ctx, time.Duration(50<<attempt)*time.Millisecond); err != nil {
-			return nil, 0, fmt.Errorf("propose %T: %w", cmd, errors.Join(raftnode.ErrUnknownOutcome, err))
-		}
-	}
-}
-
-// readIndex makes the local table current for a linearizable read, unless
-// the request asks for ?stale.
-func (s *Server) readIndex(r *http.Request) error {
+// consistency reads ?stale: linearizable unless it is given.
+func consistency(r *http.Request) lockservice.Consistency {
 	if r.URL.Query().Has("stale") {
-		return nil
+		return lockservice.Stale
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProposeTimeout)
-	defer cancel()
-	if err := s.node.ReadIndex(ctx); err != nil {
-		return fmt.Errorf("read index: %w", err)
-	}
-	return nil
+	return lockservice.Linearizable
 }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// capWait bounds a client's wait by the server's maximum long-poll.
-func (s *Server) capWait(d time.Duration) time.Duration { return min(d, s.cfg.MaxWait) }

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/lockd/lockd/lockstate"
 )
 
 // GET /v1/status: this node's own view, never forwarded, so that an
@@ -18,13 +16,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if st.LeaderID != "" {
 		out.Leader.HTTPAddr, _ = s.peerHTTP(st.LeaderID)
 	}
-	// Index and digest under one lock: the digest is the table's at
-	// exactly that index, comparable across nodes.
-	s.fsm.Read(func(t *lockstate.Table) {
-		out.AppliedIndex = s.fsm.AppliedIndex()
-		d := t.Digest()
-		out.Digest = hex.EncodeToString(d[:])
-	})
+	applied := s.locks.Applied() // the digest is the table's at exactly that index
+	out.AppliedIndex = applied.Index
+	out.Digest = hex.EncodeToString(applied.Digest[:])
 	out.Members = s.members()
 	writeJSON(w, http.StatusOK, out)
 }

@@ -4,8 +4,6 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
-
-	"github.com/lockd/lockd/lockstate"
 )
 
 // uiFiles is the web dashboard (plain HTML/CSS/JS, no build step), served
@@ -42,15 +40,14 @@ type WaitEdge struct {
 // GET /v1/waitgraph: the wait-for graph of the table, sorted (the
 // dashboard draws it). Linearizable unless ?stale.
 func (s *Server) waitGraph(w http.ResponseWriter, r *http.Request) {
-	if err := s.readIndex(r); err != nil {
+	edges, err := s.locks.WaitGraph(r.Context(), consistency(r))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := []WaitEdge{}
-	s.fsm.Read(func(t *lockstate.Table) {
-		for _, e := range t.WaitGraph() {
-			out = append(out, WaitEdge{From: SessionID(e.From), To: SessionID(e.To)})
-		}
-	})
+	out := make([]WaitEdge, len(edges))
+	for i, e := range edges {
+		out[i] = WaitEdge{From: SessionID(e.From), To: SessionID(e.To)}
+	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,0 +1,144 @@
+package lockservice
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// Locks returns the names with holders, waiters or a lock-delay under
+// prefix ("" for all), in name order.
+func (s *Service) Locks(ctx context.Context, c Consistency, prefix string) ([]lockstate.LockInfo, error) {
+	if err := s.catchUp(ctx, c); err != nil {
+		return nil, err
+	}
+	var out []lockstate.LockInfo
+	s.fsm.Read(func(t *lockstate.Table) { out = t.Locks(prefix) })
+	return out, nil
+}
+
+// LockQuery asks for one name. With Block set it is a blocking query: it
+// answers once the name's version is above Index, or when Wait (0 and
+// above MaxWait: MaxWait) runs out, with the state then.
+type LockQuery struct {
+	Name  string
+	Block bool
+	Index uint64
+	Wait  time.Duration
+}
+
+// LockView is one name as a read saw it. Version is the name's version
+// even when nobody holds, waits for or delays it (Found false).
+type LockView struct {
+	Lock    lockstate.LockInfo
+	Found   bool
+	Version uint64
+}
+
+// Lock reads one name (see LockQuery).
+func (s *Service) Lock(ctx context.Context, c Consistency, q LockQuery) (LockView, error) {
+	if err := lockstate.ValidName(q.Name); err != nil {
+		return LockView{}, err
+	}
+	if err := s.catchUp(ctx, c); err != nil {
+		return LockView{}, err
+	}
+	if q.Block {
+		wait := q.Wait
+		if wait == 0 {
+			wait = s.cfg.MaxWait
+		}
+		s.awaitChange(ctx, time.Now().Add(min(wait, s.cfg.MaxWait)), func(t *lockstate.Table) bool {
+			return t.Version(q.Name) > q.Index
+		})
+	}
+	var v LockView
+	s.fsm.Read(func(t *lockstate.Table) {
+		v.Lock, v.Found = t.Lock(q.Name)
+		v.Version = t.Version(q.Name)
+	})
+	return v, nil
+}
+
+// Check reports whether token is still the current token of a holder of
+// name, and the current one.
+func (s *Service) Check(ctx context.Context, c Consistency, name string, token uint64) (valid bool, current uint64, err error) {
+	if err := lockstate.ValidName(name); err != nil {
+		return false, 0, err
+	}
+	if err := s.catchUp(ctx, c); err != nil {
+		return false, 0, err
+	}
+	s.fsm.Read(func(t *lockstate.Table) { valid, current = t.Check(name, token) })
+	return valid, current, nil
+}
+
+// Sessions returns every open session, by id.
+func (s *Service) Sessions(ctx context.Context, c Consistency) ([]lockstate.SessionInfo, error) {
+	if err := s.catchUp(ctx, c); err != nil {
+		return nil, err
+	}
+	var out []lockstate.SessionInfo
+	s.fsm.Read(func(t *lockstate.Table) { out = t.Sessions() })
+	return out, nil
+}
+
+// Session returns one session, or a session_not_found refusal.
+func (s *Service) Session(ctx context.Context, c Consistency, id lockstate.SessionID) (lockstate.SessionInfo, error) {
+	if err := s.catchUp(ctx, c); err != nil {
+		return lockstate.SessionInfo{}, err
+	}
+	var info lockstate.SessionInfo
+	var ok bool
+	s.fsm.Read(func(t *lockstate.Table) { info, ok = t.Session(id) })
+	if !ok {
+		return info, sessionNotFound(id)
+	}
+	return info, nil
+}
+
+// WaitGraph returns the wait-for graph's edges, sorted.
+func (s *Service) WaitGraph(ctx context.Context, c Consistency) ([]lockstate.Edge, error) {
+	if err := s.catchUp(ctx, c); err != nil {
+		return nil, err
+	}
+	var out []lockstate.Edge
+	s.fsm.Read(func(t *lockstate.Table) { out = t.WaitGraph() })
+	return out, nil
+}
+
+// Applied is this node's table at one applied index.
+type Applied struct {
+	Index  uint64
+	Digest [32]byte // comparable across nodes at the same index
+}
+
+// Applied returns this node's own applied index with the table's digest
+// at exactly that index (a local read: never forwarded).
+func (s *Service) Applied() Applied {
+	var a Applied
+	s.fsm.Read(func(t *lockstate.Table) {
+		a.Index = s.fsm.AppliedIndex()
+		a.Digest = t.Digest()
+	})
+	return a
+}
+
+// Stats counts this node's table as applied now (a local read).
+func (s *Service) Stats() lockstate.Stats {
+	var st lockstate.Stats
+	s.fsm.Read(func(t *lockstate.Table) { st = t.Stats() })
+	return st
+}
+
+// AppliedIndex returns the index of the last entry this node applied.
+func (s *Service) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
+
+// Changed returns a channel closed when the next entry is applied (or a
+// snapshot restored): take it, read, then wait on it.
+func (s *Service) Changed() <-chan struct{} { return s.fsm.Changed() }
+
+// Closing returns a channel closed when the service closes, so that
+// streams end with it.
+func (s *Service) Closing() <-chan struct{} { return s.closing }

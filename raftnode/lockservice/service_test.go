@@ -1,0 +1,216 @@
+package lockservice_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/lockservice"
+)
+
+func TestAcquireWaitsForTheGrantAndTimesOutNamingTheHolder(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, nil)
+	a, b := session(t, svc), session(t, svc)
+	first := mustAcquire(t, svc, a, "jobs/x", "a-1")
+
+	_, err := acquire(svc, b, "jobs/x", 0, "b-try")
+	if code(err) != lockstate.CodeTimeout || !strings.Contains(err.Error(), "jobs/x is held by session") {
+		t.Fatalf("try of a held name: %v, want timeout naming the holder", err)
+	}
+
+	type answer struct {
+		info *lockstate.RequestInfo
+		err  error
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		info, err := acquire(svc, b, "jobs/x", 10*time.Second, "b-wait")
+		waited <- answer{info, err}
+	}()
+	waitPending(t, svc, "b-wait")
+	if _, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "jobs/x"}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-waited
+	if second := mustGrant(t, got.info, got.err); second.Token <= first.Token {
+		t.Fatalf("token %d after release is not above %d", second.Token, first.Token)
+	}
+}
+
+// waitPending waits until request id is pending in the table.
+func waitPending(t *testing.T, svc *lockservice.Service, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := svc.Request(context.Background(), lockservice.Stale, id, 0)
+		if err == nil && info.Status == lockstate.Pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s never pending: %+v, %v", id, info, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestInvalidCommandIsRefusedBeforeProposing(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, nil)
+	s := session(t, svc)
+	before := svc.Applied()
+	bad := []lockstate.Command{
+		&lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "a//b", Mode: lockstate.Write}}},
+		&lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Read, Weight: 2}}},
+		&lockstate.CreateSession{TTL: time.Millisecond},
+		&lockstate.Release{Session: s},
+		&lockstate.Surrender{Session: s, Name: ""},
+	}
+	ctx := context.Background()
+	for _, cmd := range bad {
+		var err error
+		switch c := cmd.(type) {
+		case *lockstate.Acquire:
+			_, err = svc.Acquire(ctx, c)
+		case *lockstate.CreateSession:
+			_, err = svc.CreateSession(ctx, c)
+		case *lockstate.Release:
+			_, err = svc.Release(ctx, c)
+		case *lockstate.Surrender:
+			_, err = svc.Surrender(ctx, c)
+		}
+		if code(err) != lockstate.CodeInvalid {
+			t.Errorf("%T %+v: %v, want invalid_request", cmd, cmd, err)
+		}
+	}
+	if after := svc.Applied(); after != before {
+		t.Fatalf("refused commands moved the table: %+v -> %+v", before, after)
+	}
+}
+
+// When no leader tick ends a wait (the leader's clock stands still), the
+// node cancels the request after wait+grace and the committed cancel
+// decides. When that cancel's answer is lost and the retry finds the
+// request already cancelled, the answer is still "not granted in time",
+// not "cancelled by someone".
+func TestCommittedCancelDecidesWhenItsAnswerWasLost(t *testing.T) {
+	frozen := time.Now()
+	svc, _ := startService(t, raftnode.Config{Now: func() time.Time { return frozen }},
+		func(n *raftnode.Node) lockservice.Node { return &losesFirstAnswer[*lockstate.Cancel]{Node: n} })
+	a, b := session(t, svc), session(t, svc)
+	mustAcquire(t, svc, a, "c/x", "")
+	_, err := acquire(svc, b, "c/x", 200*time.Millisecond, "b-wait")
+	if code(err) != lockstate.CodeTimeout {
+		t.Fatalf("acquire ended by this node's cancel: %v, want timeout", err)
+	}
+}
+
+// A release whose outcome is unknown is not repeated: a second one would
+// drop a reentrant hold once too often.
+func TestReleaseIsNotRepeatedAfterAnUnknownOutcome(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{},
+		func(n *raftnode.Node) lockservice.Node { return &losesFirstAnswer[*lockstate.Release]{Node: n} })
+	a := session(t, svc)
+	mustAcquire(t, svc, a, "re/x", "") // outer
+	mustAcquire(t, svc, a, "re/x", "") // nested: count 2
+	_, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "re/x"})
+	if !errors.Is(err, raftnode.ErrUnknownOutcome) {
+		t.Fatalf("release with a lost answer: %v, want an unknown outcome", err)
+	}
+	info, err := svc.Session(context.Background(), lockservice.Linearizable, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Held) != 1 || info.Held[0].Count != 1 {
+		t.Fatalf("after one release of two holds, session holds %+v, want re/x once", info.Held)
+	}
+}
+
+// A close whose answer was lost is repeated; the repeat that finds no
+// session means the first one closed it.
+func TestCloseSessionIsRepeatedAfterAnUnknownOutcome(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{},
+		func(n *raftnode.Node) lockservice.Node { return &losesFirstAnswer[*lockstate.CloseSession]{Node: n} })
+	a := session(t, svc)
+	if _, err := svc.CloseSession(context.Background(), a); err != nil {
+		t.Fatalf("close with a lost answer: %v", err)
+	}
+	if _, err := svc.Session(context.Background(), lockservice.Linearizable, a); code(err) != lockstate.CodeNoSession {
+		t.Fatalf("session after close: %v, want session_not_found", err)
+	}
+}
+
+func TestCloseEndsWaitsWithARetryError(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, nil)
+	a, b := session(t, svc), session(t, svc)
+	mustAcquire(t, svc, a, "x", "")
+	done := make(chan error, 1)
+	go func() {
+		_, err := acquire(svc, b, "x", 30*time.Second, "b-closing")
+		done <- err
+	}()
+	waitPending(t, svc, "b-closing")
+	svc.Close()
+	select {
+	case err := <-done:
+		var retry *lockservice.RetryError
+		if !errors.As(err, &retry) || !retry.Pending || retry.RequestID != "b-closing" {
+			t.Fatalf("wait ended by Close: %v, want a pending RetryError for b-closing", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+}
+
+func TestRequestLongPollAnswersOnGrant(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, nil)
+	a, b := session(t, svc), session(t, svc)
+	mustAcquire(t, svc, a, "lp", "")
+	go func() { _, _ = acquire(svc, b, "lp", 10*time.Second, "b-lp") }()
+	waitPending(t, svc, "b-lp")
+
+	info, err := svc.Request(context.Background(), lockservice.Linearizable, "b-lp", 100*time.Millisecond)
+	if err != nil || info.Status != lockstate.Pending {
+		t.Fatalf("long-poll that ran out: %+v, %v, want pending", info, err)
+	}
+	polled := make(chan *lockstate.RequestInfo, 1)
+	go func() {
+		info, _ := svc.Request(context.Background(), lockservice.Linearizable, "b-lp", 10*time.Second)
+		polled <- info
+	}()
+	if _, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "lp"}); err != nil {
+		t.Fatal(err)
+	}
+	if info := <-polled; info == nil || info.Status != lockstate.Granted {
+		t.Fatalf("long-poll after release: %+v, want granted", info)
+	}
+	if _, err := svc.Request(context.Background(), lockservice.Stale, "nobody", 0); code(err) != lockstate.CodeNoRequest {
+		t.Fatalf("unknown request: %v, want request_not_found", err)
+	}
+}
+
+func TestBlockingLockQueryAnswersOnChange(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, nil)
+	a := session(t, svc)
+	view, err := svc.Lock(context.Background(), lockservice.Linearizable, lockservice.LockQuery{Name: "bq"})
+	if err != nil || view.Found {
+		t.Fatalf("free name: %+v, %v", view, err)
+	}
+	changed := make(chan lockservice.LockView, 1)
+	go func() {
+		v, _ := svc.Lock(context.Background(), lockservice.Linearizable,
+			lockservice.LockQuery{Name: "bq", Block: true, Index: view.Version, Wait: 10 * time.Second})
+		changed <- v
+	}()
+	granted := mustAcquire(t, svc, a, "bq", "")
+	select {
+	case v := <-changed:
+		if !v.Found || v.Version <= view.Version || v.Lock.Holders[0].Token != granted.Token {
+			t.Fatalf("blocking query after a grant: %+v", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocking query did not answer the change")
+	}
+}
