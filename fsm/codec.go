@@ -12,21 +12,8 @@ import (
 )
 
 // MessageType is the first byte of every log entry: which command follows.
-// Values are written to the log forever: never reuse or renumber one.
+// The values and the registry of commands are in commands.go.
 type MessageType uint8
-
-// Command types. 0 is never valid, so a zeroed entry cannot pass for a
-// command.
-const (
-	CreateSessionType MessageType = 1
-	CloseSessionType  MessageType = 2
-	ExpireSessionType MessageType = 3
-	AcquireType       MessageType = 4
-	ReleaseType       MessageType = 5
-	SurrenderType     MessageType = 6
-	CancelType        MessageType = 7
-	TickType          MessageType = 8
-)
 
 // IgnoreUnknownFlag marks a command that a build which does not know its
 // type may skip. A later version sets it on optional commands that do not
@@ -34,30 +21,29 @@ const (
 // is looked up: a flagged type this build knows is applied as usual.
 const IgnoreUnknownFlag MessageType = 0x80
 
-// commandType describes one command type: its name for messages, the Go
-// type Encode accepts, and the decoder for its body.
+// commandType is one row of the command registry: the command's name for
+// messages, the Go type Encode accepts, and the decoder for its body.
 type commandType struct {
 	name   string
 	typ    reflect.Type
 	decode func(b []byte) (cmd lockstate.Command, rest []byte, err error)
 }
 
-// commandTypes is the dispatch table, indexed by MessageType without
-// IgnoreUnknownFlag. Adding a command means adding a constant, a row and
-// its decoder in commands.go.
-var commandTypes = [IgnoreUnknownFlag]commandType{
-	CreateSessionType: {"create_session", reflect.TypeFor[*lockstate.CreateSession](), decodeCreateSession},
-	CloseSessionType:  {"close_session", reflect.TypeFor[*lockstate.CloseSession](), decodeCloseSession},
-	ExpireSessionType: {"expire_session", reflect.TypeFor[*lockstate.ExpireSession](), decodeExpireSession},
-	AcquireType:       {"acquire", reflect.TypeFor[*lockstate.Acquire](), decodeAcquire},
-	ReleaseType:       {"release", reflect.TypeFor[*lockstate.Release](), decodeRelease},
-	SurrenderType:     {"surrender", reflect.TypeFor[*lockstate.Surrender](), decodeSurrender},
-	CancelType:        {"cancel", reflect.TypeFor[*lockstate.Cancel](), decodeCancel},
-	TickType:          {"tick", reflect.TypeFor[*lockstate.Tick](), decodeTick},
+// row makes the registry row of the command type *T from the function
+// that reads its fields.
+func row[T any, P interface {
+	*T
+	lockstate.Command
+}](name string, fields func(r *mpReader, c P) error) commandType {
+	return commandType{name: name, typ: reflect.TypeFor[P](), decode: func(b []byte) (lockstate.Command, []byte, error) {
+		c, r := P(new(T)), &mpReader{b: b}
+		err := fields(r, c)
+		return c, r.left(), err
+	}}
 }
 
 // typeOf maps a command's dynamic Go type back to its MessageType. It is
-// built from commandTypes so the table stays the only list of commands.
+// built from commandTypes so the registry stays the only list of commands.
 var typeOf = func() map[reflect.Type]MessageType {
 	m := make(map[reflect.Type]MessageType)
 	for t, c := range commandTypes {

@@ -4,14 +4,45 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// The decoders below read each command's map by the msgpack tags of its
-// lockstate type. TestCodecEveryField encodes every command with every
-// field set through those tags, so a field added to or renamed in
-// lockstate fails it until it is added here.
+// Command types. Values are written to the log forever: never reuse or
+// renumber one. 0 is never valid, so a zeroed entry cannot pass for a
+// command, and values stay below IgnoreUnknownFlag.
+const (
+	CreateSessionType MessageType = 1
+	CloseSessionType  MessageType = 2
+	ExpireSessionType MessageType = 3
+	AcquireType       MessageType = 4
+	ReleaseType       MessageType = 5
+	SurrenderType     MessageType = 6
+	CancelType        MessageType = 7
+	TickType          MessageType = 8
+)
 
-func decodeCreateSession(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.CreateSession), &mpReader{b: b}
-	err := r.readStruct(5, func(k []byte) (bool, error) {
+// commandTypes is the registry of commands, indexed by MessageType without
+// IgnoreUnknownFlag: one row per command, its decoder below. Adding a
+// command to the log means a new constant above (the next unused value),
+// its row here and its decoder; lockstate holds the rest of it (the type,
+// its Validate and its apply). An optional command that older builds may
+// skip is written with IgnoreUnknownFlag set.
+var commandTypes = [IgnoreUnknownFlag]commandType{
+	CreateSessionType: row("create_session", decodeCreateSession),
+	CloseSessionType:  row("close_session", decodeCloseSession),
+	ExpireSessionType: row("expire_session", decodeExpireSession),
+	AcquireType:       row("acquire", decodeAcquire),
+	ReleaseType:       row("release", decodeRelease),
+	SurrenderType:     row("surrender", decodeSurrender),
+	CancelType:        row("cancel", decodeCancel),
+	TickType:          row("tick", decodeTick),
+}
+
+// The decoders below read each command's map by the msgpack tags of its
+// lockstate type (Encode writes it with the msgpack library, through those
+// tags). TestCodecEveryField encodes every command with every field set,
+// so a field added to or renamed in lockstate fails it until it is added
+// here.
+
+func decodeCreateSession(r *mpReader, c *lockstate.CreateSession) error {
+	return r.readStruct(5, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "name":
 			return true, readString(r, &c.Name)
@@ -26,34 +57,28 @@ func decodeCreateSession(b []byte) (lockstate.Command, []byte, error) {
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeCloseSession(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.CloseSession), &mpReader{b: b}
-	err := r.readStruct(1, func(k []byte) (bool, error) {
+func decodeCloseSession(r *mpReader, c *lockstate.CloseSession) error {
+	return r.readStruct(1, func(k []byte) (bool, error) {
 		if string(k) == "session" {
 			return true, readUint(r, &c.Session)
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeExpireSession(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.ExpireSession), &mpReader{b: b}
-	err := r.readStruct(1, func(k []byte) (bool, error) {
+func decodeExpireSession(r *mpReader, c *lockstate.ExpireSession) error {
+	return r.readStruct(1, func(k []byte) (bool, error) {
 		if string(k) == "session" {
 			return true, readUint(r, &c.Session)
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeAcquire(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.Acquire), &mpReader{b: b}
-	err := r.readStruct(6, func(k []byte) (bool, error) {
+func decodeAcquire(r *mpReader, c *lockstate.Acquire) error {
+	return r.readStruct(6, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "session":
 			return true, readUint(r, &c.Session)
@@ -70,7 +95,6 @@ func decodeAcquire(b []byte) (lockstate.Command, []byte, error) {
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
 func decodeLockSpec(r *mpReader, sp *lockstate.LockSpec) error {
@@ -89,9 +113,8 @@ func decodeLockSpec(r *mpReader, sp *lockstate.LockSpec) error {
 	})
 }
 
-func decodeRelease(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.Release), &mpReader{b: b}
-	err := r.readStruct(3, func(k []byte) (bool, error) {
+func decodeRelease(r *mpReader, c *lockstate.Release) error {
+	return r.readStruct(3, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "session":
 			return true, readUint(r, &c.Session)
@@ -102,12 +125,10 @@ func decodeRelease(b []byte) (lockstate.Command, []byte, error) {
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeSurrender(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.Surrender), &mpReader{b: b}
-	err := r.readStruct(2, func(k []byte) (bool, error) {
+func decodeSurrender(r *mpReader, c *lockstate.Surrender) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "session":
 			return true, readUint(r, &c.Session)
@@ -116,12 +137,10 @@ func decodeSurrender(b []byte) (lockstate.Command, []byte, error) {
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeCancel(b []byte) (lockstate.Command, []byte, error) {
-	c, r := new(lockstate.Cancel), &mpReader{b: b}
-	err := r.readStruct(2, func(k []byte) (bool, error) {
+func decodeCancel(r *mpReader, c *lockstate.Cancel) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "session":
 			return true, readUint(r, &c.Session)
@@ -130,11 +149,8 @@ func decodeCancel(b []byte) (lockstate.Command, []byte, error) {
 		}
 		return false, nil
 	})
-	return c, r.left(), err
 }
 
-func decodeTick(b []byte) (lockstate.Command, []byte, error) {
-	r := &mpReader{b: b}
-	err := r.readStruct(0, func([]byte) (bool, error) { return false, nil })
-	return new(lockstate.Tick), r.left(), err
+func decodeTick(r *mpReader, _ *lockstate.Tick) error {
+	return r.readStruct(0, func([]byte) (bool, error) { return false, nil })
 }

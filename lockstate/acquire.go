@@ -1,13 +1,95 @@
 package lockstate
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockd/lockd/quorum"
 )
+
+// LockSpec is one lock named in an acquire request.
+type LockSpec struct {
+	Name   string `msgpack:"name"`
+	Mode   Mode   `msgpack:"mode"`
+	Weight int    `msgpack:"weight,omitempty"` // permits taken on a semaphore; 0 means 1
+	Limit  int    `msgpack:"limit,omitempty"`  // semaphore size; 0 means "as it is" (1 for a new name)
+}
+
+// Acquire asks for one or more locks for a session.
+type Acquire struct {
+	Session   SessionID          `msgpack:"session"`
+	RequestID string             `msgpack:"request_id,omitempty"` // idempotency key; "" lets the table assign one
+	Locks     []LockSpec         `msgpack:"locks"`
+	Require   quorum.Requirement `msgpack:"require,omitempty"`
+	Wait      time.Duration      `msgpack:"wait,omitempty"`     // 0: try once; >0: queue at most this long
+	HoldTTL   time.Duration      `msgpack:"hold_ttl,omitempty"` // >0: the grant is released automatically after this long
+}
+
+// Validate checks the request and each of its locks. A spec's weight 0
+// stands for 1; whether a weight fits a limit the table already has is
+// decided on apply.
+func (c *Acquire) Validate() *Error {
+	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	if err := validRequestID(c.RequestID); err != nil {
+		return err
+	}
+	if n := len(c.Locks); n == 0 || n > MaxLocksPerReq {
+		return invalidf("locks must name 1 to %d locks, not %d", MaxLocksPerReq, n)
+	}
+	if _, err := quorum.Parse(string(c.Require)); err != nil {
+		return invalidf("require %q is not all, any or majority", c.Require)
+	}
+	if err := inRange("wait", c.Wait, 0, MaxWait); err != nil {
+		return err
+	}
+	if err := inRange("hold_ttl", c.HoldTTL, 0, MaxHoldTTL); err != nil {
+		return err
+	}
+	for i, sp := range c.Locks {
+		if err := sp.validate(); err != nil {
+			return err
+		}
+		for _, prev := range c.Locks[:i] {
+			if prev.Name == sp.Name {
+				return invalidf("lock %q is named twice", sp.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// validate checks one lock of an acquire.
+func (sp LockSpec) validate() *Error {
+	if err := ValidName(sp.Name); err != nil {
+		return err
+	}
+	if sp.Mode != Read && sp.Mode != Write {
+		return invalidf("lock %q: mode must be read or write", sp.Name)
+	}
+	if sp.Limit < 0 || sp.Limit > MaxLimit {
+		return invalidf("lock %q: limit %d is outside [0, %d]", sp.Name, sp.Limit, MaxLimit)
+	}
+	w := sp.weight()
+	switch {
+	case w < 1 || (sp.Mode == Read && w != 1):
+		return invalidf("lock %q: weight %d is invalid (read takes 1; write 1..limit)", sp.Name, w)
+	case sp.Limit > 0 && w > sp.Limit:
+		return invalidf("lock %q: weight %d is over its limit %d", sp.Name, w, sp.Limit)
+	}
+	return nil
+}
+
+// weight is the permits the spec takes: Weight, where 0 means 1.
+func (sp LockSpec) weight() int {
+	if sp.Weight == 0 {
+		return 1
+	}
+	return sp.Weight
+}
 
 // fillDefaults sets each spec's weight (0 means 1) in place, the command
 // being the entry's own, and returns the requirement and how many locks
@@ -21,7 +103,9 @@ func fillDefaults(c *Acquire) (quorum.Requirement, int) {
 	return req, need
 }
 
-func (t *Table) acquire(c *Acquire) Result {
+// apply queues or grants the request, or finds the earlier one a retry
+// names.
+func (c *Acquire) apply(t *Table) Result {
 	s := t.sessions[c.Session]
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
@@ -109,123 +193,6 @@ func (t *Table) checkOrder(s *session, specs []LockSpec) *Error {
 		}
 	}
 	return nil
-}
-
-func (t *Table) release(c *Release) Result {
-	s := t.sessions[c.Session]
-	if s == nil {
-		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
-	}
-	var names []string
-	if c.Name != "" {
-		names = []string{c.Name}
-	} else {
-		r := t.requests[c.RequestID]
-		if r == nil || r.s != s {
-			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %d", c.RequestID, s.id)}
-		}
-		if r.status != Granted { // released already: a retried release must not drop other holds
-			return Result{Err: errorf(CodeNotHeld, "request %q is %s, not granted", r.id, r.status)}
-		}
-		for _, g := range r.granted {
-			if n := t.nodes[g.Name]; n != nil && s.holds[n] != nil {
-				names = append(names, g.Name)
-			}
-		}
-	}
-	for _, name := range names {
-		if n := t.nodes[name]; n == nil || s.holds[n] == nil {
-			return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, name)}
-		}
-	}
-	if len(names) == 0 {
-		return Result{Err: errorf(CodeNotHeld, "session %d holds none of request %q's locks", s.id, c.RequestID)}
-	}
-	for _, name := range names {
-		n := t.nodes[name]
-		h := s.holds[n]
-		if h.count--; h.count == 0 {
-			t.dropHold(h, EvReleased)
-		} else {
-			t.touch(n)
-		}
-	}
-	if c.RequestID != "" {
-		t.requests[c.RequestID].status = Released
-	}
-	return Result{Released: names}
-}
-
-func (t *Table) surrenderCmd(c *Surrender) Result {
-	s := t.sessions[c.Session]
-	if s == nil {
-		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
-	}
-	n := t.nodes[c.Name]
-	if n == nil || s.holds[n] == nil {
-		return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, c.Name)}
-	}
-	h := s.holds[n]
-	if !t.blocksSomeone(h) {
-		return Result{Kept: true}
-	}
-	t.detect(t.surrender(h))
-	return Result{}
-}
-
-// blocksSomeone reports whether another session waits on h's name, an
-// ancestor or a descendant in a mode that conflicts with h.
-func (t *Table) blocksSomeone(h *hold) bool {
-	n, s := h.n, h.s
-	conflicts := func(w *waiter) bool {
-		return w.req.s != s && (h.mode == Write || w.mode == Write)
-	}
-	scan := func(l *wlist) bool {
-		for e := l.head; e != nil; e = e.next {
-			if conflicts(e.w) {
-				return true
-			}
-		}
-		return false
-	}
-	if scan(&n.qs().own) || scan(&n.qs().sub) {
-		return true
-	}
-	for a := n.parent; a != nil; a = a.parent {
-		if scan(&a.qs().own) {
-			return true
-		}
-	}
-	return false
-}
-
-// surrender gives up h entirely and queues its session again, behind every
-// current waiter, for the same mode and weight; the regrant restores the
-// hold count.
-func (t *Table) surrender(h *hold) *request {
-	s, n := h.s, h.n
-	t.seq++
-	r := &request{
-		id: fmt.Sprintf("~surrender-%d", t.seq), s: s, seq: t.seq,
-		specs:   []LockSpec{{Name: n.name, Mode: h.mode, Weight: h.weight, Limit: n.limit}},
-		require: quorum.All, need: 1, restore: h.count, status: Pending, created: t.index,
-	}
-	t.requests[r.id] = r
-	t.dropHold(h, EvSurrendered)
-	t.enqueue(r)
-	t.cands.add(r) // it may be grantable at once if the waiters did not conflict after all
-	return r
-}
-
-func (t *Table) cancel(c *Cancel) Result {
-	r := t.requests[c.RequestID]
-	if r == nil || (c.Session != 0 && r.s.id != c.Session) {
-		return Result{Err: errorf(CodeNoRequest, "request %q not found", c.RequestID)}
-	}
-	if r.status == Pending {
-		t.fail(r, Cancelled, EvCancelled)
-	}
-	return Result{Request: t.requestInfo(r)}
 }
 
 // requestInfo returns the public view of r as of now. A granted request

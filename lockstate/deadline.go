@@ -92,6 +92,17 @@ func (t *Table) trimDeadlines() {
 	}
 }
 
+// Tick only advances the clock, so that hold TTLs, lock-delays and wait
+// deadlines fire when no other command arrives.
+type Tick struct{}
+
+// Validate accepts every Tick.
+func (*Tick) Validate() *Error { return nil }
+
+// apply does nothing: Apply has already moved the clock and fired what
+// was due.
+func (*Tick) apply(*Table) Result { return Result{} }
+
 // NextDeadline returns the table-clock time at which the next hold TTL,
 // lock-delay or wait deadline fires. The leader proposes a Tick once its
 // wall clock passes it.

@@ -3,9 +3,38 @@ package lockstate
 import (
 	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
-func (t *Table) createSession(c *CreateSession) Result {
+// CreateSession opens a session owned by a client.
+type CreateSession struct {
+	Name       string        `msgpack:"name,omitempty"`
+	TTL        time.Duration `msgpack:"ttl"`
+	OnDeadlock OnDeadlock    `msgpack:"on_deadlock,omitempty"`
+	Ordered    bool          `msgpack:"ordered,omitempty"`
+	LockDelay  time.Duration `msgpack:"lock_delay,omitempty"`
+}
+
+// Validate checks the session options.
+func (c *CreateSession) Validate() *Error {
+	if err := inRange("ttl", c.TTL, MinTTL, MaxTTL); err != nil {
+		return err
+	}
+	if err := inRange("lock_delay", c.LockDelay, 0, MaxLockDelay); err != nil {
+		return err
+	}
+	if len(c.Name) > MaxSessionName || !utf8.ValidString(c.Name) {
+		return invalidf("name must be valid UTF-8 of at most %d bytes", MaxSessionName)
+	}
+	if c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock {
+		return invalidf("on_deadlock %q is not abort or surrender", c.OnDeadlock)
+	}
+	return nil
+}
+
+// apply opens the session; its id is the entry's index.
+func (c *CreateSession) apply(t *Table) Result {
 	id := SessionID(t.index)
 	od := c.OnDeadlock
 	if od == "" {
@@ -18,6 +47,30 @@ func (t *Table) createSession(c *CreateSession) Result {
 	t.emit(EvSessionCreated, id, "", "", 0)
 	return Result{Session: id}
 }
+
+// CloseSession ends a session cleanly: its holds are released and its
+// pending requests cancelled.
+type CloseSession struct {
+	Session SessionID `msgpack:"session"`
+}
+
+// Validate checks that a session is named.
+func (c *CloseSession) Validate() *Error { return requireSession(c.Session) }
+
+// apply releases the session's holds and cancels its requests.
+func (c *CloseSession) apply(t *Table) Result { return t.endSession(c.Session, false) }
+
+// ExpireSession ends a session whose keepalives stopped: like CloseSession,
+// and the names it held stay blocked for its lock-delay.
+type ExpireSession struct {
+	Session SessionID `msgpack:"session"`
+}
+
+// Validate checks that a session is named.
+func (c *ExpireSession) Validate() *Error { return requireSession(c.Session) }
+
+// apply is CloseSession's, and blocks the names for the lock-delay.
+func (c *ExpireSession) apply(t *Table) Result { return t.endSession(c.Session, true) }
 
 // endSession closes or expires a session: every hold is released (in name
 // order), every pending request cancelled (in arrival order). An expired

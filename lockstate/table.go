@@ -208,7 +208,7 @@ func (t *Table) Apply(e Entry) Result {
 	if e.Cmd == nil {
 		res.Err = errorf(CodeInvalid, "empty command")
 	} else if res.Err = e.Cmd.Validate(); res.Err == nil {
-		res = t.applyCmd(e.Cmd)
+		res = e.Cmd.apply(t)
 	}
 	t.settle()
 	t.recheck()
@@ -221,31 +221,6 @@ func (t *Table) Apply(e Entry) Result {
 		t.events = make([]Event, 0, 256)
 	}
 	t.evStart = len(t.events)
-	return res
-}
-
-// applyCmd applies a valid command.
-func (t *Table) applyCmd(cmd Command) Result {
-	var res Result
-	switch c := cmd.(type) {
-	case *CreateSession:
-		res = t.createSession(c)
-	case *CloseSession:
-		res = t.endSession(c.Session, false)
-	case *ExpireSession:
-		res = t.endSession(c.Session, true)
-	case *Acquire:
-		res = t.acquire(c)
-	case *Release:
-		res = t.release(c)
-	case *Surrender:
-		res = t.surrenderCmd(c)
-	case *Cancel:
-		res = t.cancel(c)
-	case *Tick:
-	default:
-		res.Err = errorf(CodeInvalid, "unknown command %T", cmd)
-	}
 	return res
 }
 

@@ -1,0 +1,186 @@
+package lockstate
+
+import (
+	"fmt"
+
+	"github.com/lockd/lockd/quorum"
+)
+
+// Release gives back one hold of Name (reentrant count minus one), or, with
+// RequestID, one hold of every lock that request was granted.
+type Release struct {
+	Session   SessionID `msgpack:"session"`
+	Name      string    `msgpack:"name,omitempty"`
+	RequestID string    `msgpack:"request_id,omitempty"`
+}
+
+// Validate checks that the release names a session and exactly one of a
+// lock or a request. Request ids are not checked beyond that: the table's
+// own '~' ids can be released too.
+func (c *Release) Validate() *Error {
+	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	switch {
+	case c.Name != "" && c.RequestID != "":
+		return invalidf("name and request_id are both set: a release names a lock or a request, not both")
+	case c.Name != "":
+		return ValidName(c.Name)
+	case c.RequestID == "":
+		return invalidf("name or request_id is required")
+	}
+	return nil
+}
+
+// apply counts the holds down, dropping those that reach 0.
+func (c *Release) apply(t *Table) Result {
+	s := t.sessions[c.Session]
+	if s == nil {
+		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
+	}
+	var names []string
+	if c.Name != "" {
+		names = []string{c.Name}
+	} else {
+		r := t.requests[c.RequestID]
+		if r == nil || r.s != s {
+			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %d", c.RequestID, s.id)}
+		}
+		if r.status != Granted { // released already: a retried release must not drop other holds
+			return Result{Err: errorf(CodeNotHeld, "request %q is %s, not granted", r.id, r.status)}
+		}
+		for _, g := range r.granted {
+			if n := t.nodes[g.Name]; n != nil && s.holds[n] != nil {
+				names = append(names, g.Name)
+			}
+		}
+	}
+	for _, name := range names {
+		if n := t.nodes[name]; n == nil || s.holds[n] == nil {
+			return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, name)}
+		}
+	}
+	if len(names) == 0 {
+		return Result{Err: errorf(CodeNotHeld, "session %d holds none of request %q's locks", s.id, c.RequestID)}
+	}
+	for _, name := range names {
+		n := t.nodes[name]
+		h := s.holds[n]
+		if h.count--; h.count == 0 {
+			t.dropHold(h, EvReleased)
+		} else {
+			t.touch(n)
+		}
+	}
+	if c.RequestID != "" {
+		t.requests[c.RequestID].status = Released
+	}
+	return Result{Released: names}
+}
+
+// Surrender hands a held lock to its waiters and queues the session again
+// behind them. With nobody waiting it keeps the lock.
+type Surrender struct {
+	Session SessionID `msgpack:"session"`
+	Name    string    `msgpack:"name"`
+}
+
+// Validate checks that the surrender names a session and a lock.
+func (c *Surrender) Validate() *Error {
+	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	return ValidName(c.Name)
+}
+
+// apply surrenders the hold if anyone waits for it.
+func (c *Surrender) apply(t *Table) Result {
+	s := t.sessions[c.Session]
+	if s == nil {
+		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
+	}
+	n := t.nodes[c.Name]
+	if n == nil || s.holds[n] == nil {
+		return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, c.Name)}
+	}
+	h := s.holds[n]
+	if !t.blocksSomeone(h) {
+		return Result{Kept: true}
+	}
+	t.detect(t.surrender(h))
+	return Result{}
+}
+
+// blocksSomeone reports whether another session waits on h's name, an
+// ancestor or a descendant in a mode that conflicts with h.
+func (t *Table) blocksSomeone(h *hold) bool {
+	n, s := h.n, h.s
+	conflicts := func(w *waiter) bool {
+		return w.req.s != s && (h.mode == Write || w.mode == Write)
+	}
+	scan := func(l *wlist) bool {
+		for e := l.head; e != nil; e = e.next {
+			if conflicts(e.w) {
+				return true
+			}
+		}
+		return false
+	}
+	if scan(&n.qs().own) || scan(&n.qs().sub) {
+		return true
+	}
+	for a := n.parent; a != nil; a = a.parent {
+		if scan(&a.qs().own) {
+			return true
+		}
+	}
+	return false
+}
+
+// surrender gives up h entirely and queues its session again, behind every
+// current waiter, for the same mode and weight; the regrant restores the
+// hold count.
+func (t *Table) surrender(h *hold) *request {
+	s, n := h.s, h.n
+	t.seq++
+	r := &request{
+		id: fmt.Sprintf("~surrender-%d", t.seq), s: s, seq: t.seq,
+		specs:   []LockSpec{{Name: n.name, Mode: h.mode, Weight: h.weight, Limit: n.limit}},
+		require: quorum.All, need: 1, restore: h.count, status: Pending, created: t.index,
+	}
+	t.requests[r.id] = r
+	t.dropHold(h, EvSurrendered)
+	t.enqueue(r)
+	t.cands.add(r) // it may be grantable at once if the waiters did not conflict after all
+	return r
+}
+
+// Cancel withdraws a pending request. Session 0 matches any session.
+type Cancel struct {
+	Session   SessionID `msgpack:"session,omitempty"`
+	RequestID string    `msgpack:"request_id"`
+}
+
+// Validate checks that the cancel names a request. Session 0 is valid (any
+// session), and so are the table's own '~' ids.
+func (c *Cancel) Validate() *Error {
+	switch {
+	case c.RequestID == "":
+		return invalidf("request_id is required")
+	case len(c.RequestID) > MaxRequestIDLen:
+		return invalidf("request_id is %d bytes, over %d", len(c.RequestID), MaxRequestIDLen)
+	}
+	return nil
+}
+
+// apply ends the request if it is still pending and returns its state.
+func (c *Cancel) apply(t *Table) Result {
+	r := t.requests[c.RequestID]
+	if r == nil || (c.Session != 0 && r.s.id != c.Session) {
+		return Result{Err: errorf(CodeNoRequest, "request %q not found", c.RequestID)}
+	}
+	if r.status == Pending {
+		t.fail(r, Cancelled, EvCancelled)
+	}
+	return Result{Request: t.requestInfo(r)}
+}
