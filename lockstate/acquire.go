@@ -162,7 +162,7 @@ func (c *Acquire) apply(t *Table) Result {
 		r.deadline = t.clock + int64(c.Wait)
 		t.enqueue(r)
 		t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
-		t.detect(r)
+		t.detectQueued()
 		if r.status == Pending {
 			for _, w := range r.waiters {
 				t.touch(w.n)

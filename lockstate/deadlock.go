@@ -122,16 +122,20 @@ func (t *Table) findCycle(start *session, via *request) []*session {
 	return nil
 }
 
-// detect breaks every wait-for cycle that the newly queued request r
-// closed. New edges only come from a newly queued request, so a new cycle
-// always starts with one of r's edges; the first search follows only
-// those, which keeps a session with many pending requests from paying for
-// all of them on every enqueue.
-func (t *Table) detect(r *request) {
-	if len(r.s.holds) == 0 && len(r.s.pending) <= 1 {
-		return // nobody can be waiting for its session: no cycle can close through it
+// detectQueued breaks the cycles that the requests queued since its last
+// call closed, each right away (see suspect). The first search from each
+// follows only that request's edges, which keeps a session with many
+// pending requests from paying for all of them on every enqueue.
+func (t *Table) detectQueued() {
+	for i := 0; i < len(t.justQueued); i++ { // resolutions may queue more
+		r := t.justQueued[i]
+		if r.status != Pending || (len(r.s.holds) == 0 && len(r.s.pending) <= 1) {
+			continue // nobody can be waiting for its session: no cycle can close through it
+		}
+		t.detectFrom(r.s, r)
 	}
-	t.detectFrom(r.s, r)
+	clear(t.justQueued)
+	t.justQueued = t.justQueued[:0]
 }
 
 // detectFrom breaks every cycle through start; with via set, the first
@@ -155,6 +159,28 @@ func (t *Table) detectFrom(start *session, via *request) {
 		}
 	}
 }
+
+// The wait-for graph gains edges in exactly these places, and each of them
+// records what to search, so that a cycle is broken in the entry that
+// closes it:
+//
+//   - enqueueAs: a queued request waits for conflicting holders and
+//     earlier conflicting waiters. It goes on justQueued; its cycles are
+//     broken at once (Acquire and Surrender call detectQueued right after
+//     queueing), and recheck catches any left.
+//   - addHold: a new hold is a new edge for the upgrade waiters on related
+//     names, which wait for holders only, and for the write waiters on a
+//     semaphore that it filled (suspectNewEdges).
+//   - upgradeHold: a stronger hold also makes the waiters it went ahead of
+//     wait for it (its session and suspectNewEdges).
+//   - dropHold: when a session gives up a name on which its own upgrade is
+//     queued, the upgrade becomes an ordinary request and waits for the
+//     earlier waiters too (its session).
+//
+// Nothing else adds an edge: releases, expiries, cancels, timeouts,
+// reentrant grants and lock-delays only remove edges (a lock-delay blocks
+// without a session to wait for). Searches start from the sessions that
+// gained edges, because a new cycle passes through one of them.
 
 // suspect marks s for a full cycle check at the end of the entry: it
 // gained wait-for edges other than by queueing a request.
@@ -191,9 +217,15 @@ func (t *Table) suspectNewEdges(n *node) {
 }
 
 // recheck breaks the cycles through the suspects, in the order they were
-// marked, then settles what that freed.
+// marked, settling what each resolution freed, and then through any
+// request still on justQueued.
 func (t *Table) recheck() {
-	for len(t.suspects) > 0 {
+	for len(t.suspects) > 0 || len(t.justQueued) > 0 {
+		if len(t.suspects) == 0 {
+			t.detectQueued()
+			t.settle()
+			continue
+		}
 		s := t.suspects[0]
 		t.suspects = t.suspects[1:]
 		if t.sessions[s.id] == s && len(s.pending) > 0 {

@@ -274,7 +274,9 @@ func (l *Loader) Table() (*Table, error) {
 	if len(t.nodes) != l.counts[1] {
 		return nil, fmt.Errorf("lockstate: load: %d nodes for %d node records", len(t.nodes), l.counts[1])
 	}
-	t.touched = nil
+	// Loading adds holds and waiters, which marks them for the searches of
+	// an entry in progress; a loaded table has no cycles to search for.
+	t.touched, t.suspects, t.justQueued = nil, nil, nil
 	t.trimDeadlines()
 	return t, nil
 }

@@ -107,7 +107,8 @@ func (c *Surrender) apply(t *Table) Result {
 	if !t.blocksSomeone(h) {
 		return Result{Kept: true}
 	}
-	t.detect(t.surrender(h))
+	t.surrender(h)
+	t.detectQueued()
 	return Result{}
 }
 

@@ -27,11 +27,12 @@ type Table struct {
 	// Scratch for the entry being applied. Events are carved out of a
 	// shared chunk (each result gets a full slice expression, so nobody
 	// can append into another's events) to save an allocation per entry.
-	events   []Event
-	evStart  int
-	cands    candQueue
-	touched  []*node
-	suspects []*session // sessions that gained wait-for edges other than by queueing
+	events     []Event
+	evStart    int
+	cands      candQueue
+	touched    []*node
+	suspects   []*session // sessions that gained wait-for edges other than by queueing
+	justQueued []*request // requests queued and not yet searched for cycles
 
 	upgrades int // queued upgrade waiters, so grants skip looking for them when there are none
 
@@ -406,19 +407,10 @@ func (t *Table) grant(r *request, chosen []int) {
 		if isNew {
 			h = &hold{s: s, n: n, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: t.index, granted: t.index}
 			t.addHold(h)
-			t.suspectNewEdges(n)
 		} else if sp.Mode > h.mode || sp.Weight > h.weight {
-			t.countHold(h, -1)
-			h.mode, h.weight = max(h.mode, sp.Mode), max(h.weight, sp.Weight)
-			t.countHold(h, +1)
+			t.upgradeHold(h, sp.Mode, sp.Weight)
 			h.count++
 			h.token, h.granted = t.index, t.index
-			// An upgrade changes what the hold conflicts with: on a
-			// semaphore a read turned write may admit write waiters, and
-			// waiters it overtook now wait for it (new wait-for edges).
-			t.wake(n)
-			t.suspect(s)
-			t.suspectNewEdges(n)
 		} else {
 			h.count++
 		}
@@ -446,11 +438,26 @@ func (t *Table) grant(r *request, chosen []int) {
 	}
 }
 
+// addHold adds a new hold, and marks the sessions it may give new
+// wait-for edges (see suspect).
 func (t *Table) addHold(h *hold) {
 	n := h.n
 	n.holds = append(n.holds, h)
 	h.s.holds[n] = h
 	t.countHold(h, +1)
+	t.suspectNewEdges(n)
+}
+
+// upgradeHold raises h to at least mode and weight. That changes what the
+// hold conflicts with: on a semaphore a read turned write may admit write
+// waiters, and waiters it overtook now wait for it (see suspect).
+func (t *Table) upgradeHold(h *hold, mode Mode, weight int) {
+	t.countHold(h, -1)
+	h.mode, h.weight = max(h.mode, mode), max(h.weight, weight)
+	t.countHold(h, +1)
+	t.wake(h.n)
+	t.suspect(h.s)
+	t.suspectNewEdges(h.n)
 }
 
 // countHold adds (d=+1) or removes (d=-1) h from the aggregate counts.
@@ -486,7 +493,7 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 		n.limit = 0
 	}
 	// The session's own upgrades queued on n now wait for earlier waiters
-	// too: new wait-for edges, which may close a cycle.
+	// too (see suspect).
 	for e := n.qs().upg.head; e != nil; e = e.next {
 		if e.w.req.s == s {
 			t.suspect(s)
@@ -541,6 +548,7 @@ func (t *Table) enqueueAs(r *request, upg []bool, setLimits bool) {
 		r.waiters[i] = w
 	}
 	r.s.pending = append(r.s.pending, r)
+	t.justQueued = append(t.justQueued, r)
 }
 
 // unqueue takes a request off every queue and wakes what it was blocking.
