@@ -7,6 +7,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ type Node interface {
 	lockservice.Node
 	Status() raftnode.Status
 	Servers() ([]raftnode.Server, error)
-	RemoveServer(id string) error
+	RemoveMember(ctx context.Context, id string) error
 	Handler() http.Handler
 }
 

@@ -130,6 +130,7 @@ func TestThreeNodes(t *testing.T) {
 		t.Fatalf("servers after removal = %+v, %v", servers, err)
 	}
 	leader.mustErr(http.StatusBadRequest, "invalid_request", "DELETE", "/v1/members/"+leader.id, nil)
+	f1.mustErr(http.StatusBadRequest, "invalid_request", "DELETE", "/v1/members/"+leader.id, nil) // forwarded
 	// Writes still commit with two of two voters.
 	f1.mustGrant(a, "after/removal", "write")
 }

@@ -26,6 +26,7 @@ const (
 	pathPropose   = "/internal/v1/propose"   // body: fsm.Encode(0, cmd); the leader stamps now
 	pathReadIndex = "/internal/v1/readindex" // empty body
 	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
+	pathRemove    = "/internal/v1/remove"    // body: removeRequest
 
 	contentType     = "application/msgpack"
 	headerForwarder = "X-Lockd-Forwarded-By"
@@ -39,6 +40,7 @@ const (
 	codeNotLeader       = "not_leader"      // nothing was done; find the leader and retry
 	codeUnknownOutcome  = "unknown_outcome" // the command may have committed
 	codeSessionNotFound = "session_not_found"
+	codeRemoveLeader    = "remove_leader"
 	codeError           = "error"
 )
 
@@ -53,6 +55,10 @@ type wireReply struct {
 
 type keepAliveRequest struct {
 	Session lockstate.SessionID `msgpack:"session"`
+}
+
+type removeRequest struct {
+	ID string `msgpack:"id"`
 }
 
 // newForwardClient returns the one client a node forwards with: keep-alive
@@ -168,6 +174,8 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		return nil, fmt.Errorf("%w: leader at %s: %s", ErrUnknownOutcome, addr, rep.Message)
 	case codeSessionNotFound:
 		return nil, ErrSessionNotFound
+	case codeRemoveLeader:
+		return nil, ErrRemoveLeader
 	default:
 		return nil, fmt.Errorf("raftnode: leader at %s: %s", addr, rep.Message)
 	}
@@ -180,6 +188,7 @@ func (n *Node) newHandler() http.Handler {
 	mux.HandleFunc("POST "+pathPropose, n.handlePropose)
 	mux.HandleFunc("POST "+pathReadIndex, n.handleReadIndex)
 	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
+	mux.HandleFunc("POST "+pathRemove, n.handleRemove)
 	return mux
 }
 
@@ -225,6 +234,30 @@ func (n *Node) handleKeepAlive(w http.ResponseWriter, r *http.Request) {
 	writeReply(w, http.StatusOK, wireReply{TTL: ttl})
 }
 
+func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
+	var req removeRequest
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody)).Decode(&req); err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode remove: " + err.Error()})
+		return
+	}
+	if err := n.removeMemberLocal(req.ID); err != nil {
+		n.replyError(w, err)
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{})
+}
+
+// forwardRemove asks the leader to remove server id. Removing is
+// idempotent, so a broken call may simply be tried again.
+func (n *Node) forwardRemove(ctx context.Context, addr, id string) error {
+	body, err := msgpack.Marshal(removeRequest{ID: id})
+	if err != nil {
+		return fmt.Errorf("raftnode: encode remove: %w", err)
+	}
+	_, err = n.forward(ctx, addr, pathRemove, body, false)
+	return err
+}
+
 // replyError maps a local failure to the protocol's codes.
 func (n *Node) replyError(w http.ResponseWriter, err error) {
 	switch {
@@ -234,6 +267,8 @@ func (n *Node) replyError(w http.ResponseWriter, err error) {
 		writeReply(w, http.StatusServiceUnavailable, wireReply{Code: codeUnknownOutcome, Message: err.Error()})
 	case errors.Is(err, ErrSessionNotFound):
 		writeReply(w, http.StatusNotFound, wireReply{Code: codeSessionNotFound, Message: err.Error()})
+	case errors.Is(err, ErrRemoveLeader):
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeRemoveLeader, Message: err.Error()})
 	default:
 		n.logger.Error("internal call failed", "error", err)
 		writeReply(w, http.StatusInternalServerError, wireReply{Code: codeError, Message: err.Error()})

@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -98,4 +100,28 @@ func (n *Node) RemoveServer(id string) error {
 	}
 	n.logger.Info("removed server", "id", id)
 	return nil
+}
+
+// RemoveMember removes server id from the configuration through the
+// leader (forwarded from a follower), for a node that is gone for good.
+// The leader refuses to remove itself (ErrRemoveLeader): it must leave,
+// which hands leadership over first.
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	return n.leaderCall(ctx,
+		func(context.Context) error { return n.removeMemberLocal(id) },
+		func(ctx context.Context, addr string) error { return n.forwardRemove(ctx, addr, id) })
+}
+
+func (n *Node) removeMemberLocal(id string) error {
+	if n.raft.State() != raft.Leader {
+		return fmt.Errorf("%w: remove %s", errRetry, id)
+	}
+	if id == n.cfg.ID {
+		return ErrRemoveLeader
+	}
+	err := n.RemoveServer(id)
+	if errors.Is(err, ErrNotLeader) {
+		return fmt.Errorf("%w: %w", errRetry, err) // lost leadership meanwhile: find the new leader
+	}
+	return err
 }

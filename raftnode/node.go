@@ -34,6 +34,9 @@ var (
 	ErrUnknownOutcome = errors.New("raftnode: outcome unknown")
 	// ErrSessionNotFound: a keepalive for a session the table does not have.
 	ErrSessionNotFound = errors.New("raftnode: session not found")
+	// ErrRemoveLeader: RemoveMember was asked to remove the leader itself,
+	// which must leave instead (handing leadership over first).
+	ErrRemoveLeader = errors.New("raftnode: the leader cannot remove itself; make it leave")
 	// ErrNotLeader: a membership change (AddVoter, RemoveServer) was asked
 	// of a node that is not the leader. It is raft's own error, so
 	// errors.Is works with either name.
