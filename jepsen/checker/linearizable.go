@@ -21,14 +21,10 @@ import (
 // visualisation is written to cfg.OutDir/linearizability.html.
 func Linearizable(events []history.Event, cfg Config) Result {
 	r := newResult("linearizable")
-	hops := LockOperations(events, cfg)
-	r.Counts["operations"] = len(hops)
-	parts := map[int]bool{}
-	for _, o := range hops {
-		parts[o.Input.(LockInput).Part] = true
-	}
-	r.Counts["partitions"] = len(parts)
-	if len(hops) == 0 {
+	operations := LockOperations(events, cfg)
+	r.Counts["operations"] = len(operations)
+	r.Counts["partitions"] = countPartitions(operations)
+	if len(operations) == 0 {
 		r.Note = "no lock operations"
 		return r
 	}
@@ -36,10 +32,10 @@ func Linearizable(events []history.Event, cfg Config) Result {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	nm := LockModel()
-	model := nm.ToModel()
+	lockModel := LockModel()
+	model := lockModel.ToModel()
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, hops, timeout)
+	res, info := porcupine.CheckOperationsVerbose(model, operations, timeout)
 	r.Note = fmt.Sprintf("porcupine %s in %v", res, time.Since(start).Round(time.Millisecond))
 	switch res {
 	case porcupine.Ok:
@@ -49,6 +45,24 @@ func Linearizable(events []history.Event, cfg Config) Result {
 		return r
 	}
 	r.anomaly(cfg, "lock operations are not linearizable (see the visualisation for the longest partial linearizations)")
+	reportLongestLinearizations(&r, cfg, &info)
+	if cfg.OutDir != "" {
+		writeVisualisation(&r, cfg.OutDir, model, &info, events)
+	}
+	return r
+}
+
+func countPartitions(operations []porcupine.Operation) int {
+	parts := map[int]bool{}
+	for _, o := range operations {
+		parts[o.Input.(LockInput).Part] = true
+	}
+	return len(parts)
+}
+
+// reportLongestLinearizations adds an anomaly per partition naming the
+// operation its longest partial linearization ends with: where to look.
+func reportLongestLinearizations(r *Result, cfg Config, info *porcupine.LinearizationInfo) {
 	for p, part := range info.PartialLinearizationsOperations() {
 		if len(part) == 0 {
 			continue
@@ -65,19 +79,21 @@ func Linearizable(events []history.Event, cfg Config) Result {
 				describeOp(last.Input, last.Output))
 		}
 	}
-	if cfg.OutDir != "" {
-		info.AddAnnotations(nemesisAnnotations(events))
-		path := filepath.Join(cfg.OutDir, "linearizability.html")
-		if err := os.MkdirAll(cfg.OutDir, 0o755); err == nil {
-			err = porcupine.VisualizePath(model, info, path)
-			if err == nil {
-				r.Files = append(r.Files, "linearizability.html")
-			} else {
-				r.Note += "; visualisation: " + err.Error()
-			}
+}
+
+// writeVisualisation writes porcupine's visualisation, with the faults
+// marked, to dir/linearizability.html.
+func writeVisualisation(r *Result, dir string, model porcupine.Model, info *porcupine.LinearizationInfo, events []history.Event) {
+	info.AddAnnotations(nemesisAnnotations(events))
+	path := filepath.Join(dir, "linearizability.html")
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		err = porcupine.VisualizePath(model, *info, path)
+		if err == nil {
+			r.Files = append(r.Files, "linearizability.html")
+		} else {
+			r.Note += "; visualisation: " + err.Error()
 		}
 	}
-	return r
 }
 
 // nemesisAnnotations marks faults in the visualisation.

@@ -134,48 +134,54 @@ func required(require string, n int) int {
 // Linearizable). States are *LockState.
 func LockModel() porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
-		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			by := map[int][]porcupine.Operation{}
-			var keys []int
-			for _, o := range h {
-				p := o.Input.(LockInput).Part
-				if _, ok := by[p]; !ok {
-					keys = append(keys, p)
-				}
-				by[p] = append(by[p], o)
-			}
-			sort.Ints(keys)
-			out := make([][]porcupine.Operation, len(keys))
-			for i, k := range keys {
-				out[i] = by[k]
-			}
-			return out
-		},
-		Init: func() []any { return []any{newState(nil, map[string]uint64{})} },
+		Partition: partitionByPart,
+		Init:      func() []any { return []any{newState(nil, map[string]uint64{})} },
 		Step: func(state, input, output any) []any {
 			return step(state.(*LockState), input.(LockInput), output.(LockOutput))
 		},
-		Equal: func(a, b any) bool { return a.(*LockState).key == b.(*LockState).key },
-		Hash: func(s any) uint64 {
-			h := fnv.New64a()
-			h.Write([]byte(s.(*LockState).key))
-			return h.Sum64()
-		},
-		DescribeOperation: func(input, output any) string { return describeOp(input, output) },
-		DescribeState:     func(s any) string { return s.(*LockState).String() },
-		DescribeOperationMetadata: func(m any) string {
-			if m == nil {
-				return ""
-			}
-			return fmt.Sprint(m)
-		},
+		Equal:                     func(a, b any) bool { return a.(*LockState).key == b.(*LockState).key },
+		Hash:                      hashState,
+		DescribeOperation:         describeOp,
+		DescribeState:             func(s any) string { return s.(*LockState).String() },
+		DescribeOperationMetadata: describeMetadata,
 	}
 }
 
-func step(s *LockState, in LockInput, out LockOutput) []any {
-	dropAll := func() *LockState {
-		return s.without(func(_ int, h hold) bool { return h.Proc == in.Process })
+// partitionByPart splits a history by LockInput.Part, in partition order.
+func partitionByPart(h []porcupine.Operation) [][]porcupine.Operation {
+	by := map[int][]porcupine.Operation{}
+	var keys []int
+	for _, o := range h {
+		p := o.Input.(LockInput).Part
+		if _, ok := by[p]; !ok {
+			keys = append(keys, p)
+		}
+		by[p] = append(by[p], o)
 	}
+	sort.Ints(keys)
+	out := make([][]porcupine.Operation, len(keys))
+	for i, k := range keys {
+		out[i] = by[k]
+	}
+	return out
+}
+
+func hashState(s any) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s.(*LockState).key))
+	return h.Sum64()
+}
+
+func describeMetadata(m any) string {
+	if m == nil {
+		return ""
+	}
+	return fmt.Sprint(m)
+}
+
+// step returns the states s may move to by the operation (none: the
+// operation is impossible from s).
+func step(s *LockState, in LockInput, out LockOutput) []any {
 	switch in.Kind {
 	case history.Observe:
 		if observedMatches(s, in.Names[0], out.Observed) {
@@ -183,74 +189,91 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 		}
 		return nil
 	case history.Lost:
-		return []any{dropAll()}
+		return []any{s.withoutProcess(in.Process)}
 	case history.Close:
 		if out.Type == history.OK {
-			return []any{dropAll()}
+			return []any{s.withoutProcess(in.Process)}
 		}
-		return []any{s, dropAll()}
+		return []any{s, s.withoutProcess(in.Process)}
 	case history.Release:
-		switch out.Type {
-		case history.OK:
-			idx := map[int]bool{}
-			for _, n := range in.Names {
-				i := s.holdsName(in.Process, n)
-				if i < 0 {
-					return nil
-				}
-				idx[i] = true
-			}
-			return []any{s.without(func(i int, _ hold) bool { return idx[i] })}
-		case history.Fail:
-			if out.Error != "not_held" {
-				return []any{s}
-			}
-			for _, n := range in.Names {
-				if s.holdsName(in.Process, n) >= 0 {
-					return nil
-				}
-			}
-			return []any{s}
-		default:
-			idx := map[int]bool{}
-			for _, n := range in.Names {
-				if i := s.holdsName(in.Process, n); i >= 0 {
-					idx[i] = true
-				}
-			}
-			return []any{s, s.without(func(i int, _ hold) bool { return idx[i] })}
-		}
+		return stepRelease(s, in, out)
 	case history.Acquire:
-		switch out.Type {
-		case history.Fail:
-			return []any{s}
-		case history.OK:
-			if n := grantAcquire(s, in, out.Granted); n != nil {
-				return []any{n}
-			}
-			return nil
-		default:
-			// Unknown: either nothing happened, or the first grantable
-			// locks in request order were granted (token unknown).
-			var gs []history.Granted
-			holds := append([]hold(nil), s.holds...)
-			k := required(in.Require, len(in.Locks))
-			for _, l := range in.Locks {
-				if len(gs) == k {
-					break
-				}
-				if grantable(holds, in.Process, l, isWrite(l.Mode)) {
-					gs = append(gs, history.Granted{Name: l.Name, Mode: l.Mode})
-					holds = append(holds, hold{Proc: in.Process, Name: l.Name, Write: isWrite(l.Mode), Weight: max(l.Weight, 1), Limit: l.Limit})
-				}
-			}
-			if len(gs) < k {
-				return []any{s}
-			}
-			return []any{s, newState(holds, s.maxTok)}
-		}
+		return stepAcquire(s, in, out)
 	}
 	return []any{s}
+}
+
+// withoutProcess ends every hold of proc.
+func (s *LockState) withoutProcess(proc int) *LockState {
+	return s.without(func(_ int, h hold) bool { return h.Proc == proc })
+}
+
+func stepRelease(s *LockState, in LockInput, out LockOutput) []any {
+	switch out.Type {
+	case history.OK:
+		idx := map[int]bool{}
+		for _, n := range in.Names {
+			i := s.holdsName(in.Process, n)
+			if i < 0 {
+				return nil
+			}
+			idx[i] = true
+		}
+		return []any{s.without(func(i int, _ hold) bool { return idx[i] })}
+	case history.Fail:
+		if out.Error != "not_held" {
+			return []any{s}
+		}
+		for _, n := range in.Names {
+			if s.holdsName(in.Process, n) >= 0 {
+				return nil
+			}
+		}
+		return []any{s}
+	default:
+		idx := map[int]bool{}
+		for _, n := range in.Names {
+			if i := s.holdsName(in.Process, n); i >= 0 {
+				idx[i] = true
+			}
+		}
+		return []any{s, s.without(func(i int, _ hold) bool { return idx[i] })}
+	}
+}
+
+func stepAcquire(s *LockState, in LockInput, out LockOutput) []any {
+	switch out.Type {
+	case history.Fail:
+		return []any{s}
+	case history.OK:
+		if n := grantAcquire(s, in, out.Granted); n != nil {
+			return []any{n}
+		}
+		return nil
+	default:
+		return stepUnknownAcquire(s, in)
+	}
+}
+
+// stepUnknownAcquire: an acquire of unknown outcome either did nothing,
+// or granted the first grantable locks in request order (token unknown).
+func stepUnknownAcquire(s *LockState, in LockInput) []any {
+	var gs []history.Granted
+	holds := append([]hold(nil), s.holds...)
+	k := required(in.Require, len(in.Locks))
+	for _, l := range in.Locks {
+		if len(gs) == k {
+			break
+		}
+		if grantable(holds, in.Process, l, isWrite(l.Mode)) {
+			gs = append(gs, history.Granted{Name: l.Name, Mode: l.Mode})
+			holds = append(holds, hold{Proc: in.Process, Name: l.Name, Write: isWrite(l.Mode), Weight: max(l.Weight, 1), Limit: l.Limit})
+		}
+	}
+	if len(gs) < k {
+		return []any{s}
+	}
+	return []any{s, newState(holds, s.maxTok)}
 }
 
 // observedMatches reports whether a read of name's holders agrees with

@@ -45,215 +45,291 @@ type Observed struct {
 // operation that ends all the process's holds, from when the session was
 // last known alive (the invoke of its latest acknowledged acquire or
 // release or definitely failed acquire, else its first event) to the
-// lost event; so does a release
-// failing not_held or a failed close without an earlier lost.
+// lost event; so does a release failing not_held or a failed close
+// without an earlier lost.
 func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 	if len(events) == 0 {
 		return nil
 	}
-	lims := limits(events, cfg)
-	// An expiry (lost, or inferred from a failed release or close) ends
-	// the holds at an unknown time, but after the session was last seen
-	// alive: the invoke of its latest acknowledged acquire or release,
-	// else its first event. The tight window keeps porcupine's search
-	// small.
-	var end time.Duration
-	procOf := map[string]int{}       // session -> process
-	since := map[int]time.Duration{} // process -> alive since
+	b := &lockOpsBuilder{
+		limits:     limits(events, cfg),
+		sessions:   scanSessionLiveness(events),
+		partitions: newLockPartitions(events),
+		clients:    map[int]int{},
+		procParts:  map[int]map[int]bool{},
+		expired:    map[int]bool{},
+	}
+	b.addLostEvents(events)
+	for _, o := range ops(events) {
+		b.addClientOp(o)
+	}
+	b.addUnknownFates(events)
+	return b.operations()
+}
+
+// sessionLiveness says when each session was last known alive. An
+// expiry (lost, or inferred from a failed release or close) ends the
+// holds at an unknown time, but after the session was last seen alive:
+// the invoke of its latest acknowledged acquire or release (or definite
+// acquire failure), else its first event. The tight window keeps
+// porcupine's search small.
+type sessionLiveness struct {
+	end        time.Duration         // just after the last event
+	procOf     map[string]int        // session -> process
+	aliveSince map[int]time.Duration // process -> last known alive
+	expiryFrom map[int]time.Duration // index of a lost or failed event -> window start
+}
+
+func scanSessionLiveness(events []history.Event) sessionLiveness {
+	s := sessionLiveness{
+		procOf:     map[string]int{},
+		aliveSince: map[int]time.Duration{},
+		expiryFrom: map[int]time.Duration{},
+	}
 	invoked := map[int]time.Duration{}
-	expiryFrom := map[int]time.Duration{} // event index -> window start
 	for _, e := range events {
-		end = max(end, e.Time)
+		s.end = max(s.end, e.Time)
 		if e.Process < 0 {
 			continue
 		}
 		if e.Session != "" {
-			procOf[e.Session] = e.Process
+			s.procOf[e.Session] = e.Process
 		}
-		if _, ok := since[e.Process]; !ok {
-			since[e.Process] = e.Time
+		if _, ok := s.aliveSince[e.Process]; !ok {
+			s.aliveSince[e.Process] = e.Time
 		}
 		switch {
 		case e.Type == history.Invoke:
 			invoked[e.Process] = e.Time
 		case provesAlive(e):
-			since[e.Process] = invoked[e.Process]
+			s.aliveSince[e.Process] = invoked[e.Process]
 		case e.F == history.Lost, e.Type == history.Fail:
-			expiryFrom[e.Index] = since[e.Process]
+			s.expiryFrom[e.Index] = s.aliveSince[e.Process]
 		}
 	}
-	end++
+	s.end++
+	return s
+}
 
-	// Partitions: union-find over the first segment of the names one
-	// acquire links together.
-	parent := map[string]string{}
-	var find func(string) string
-	find = func(x string) string {
-		p, ok := parent[x]
-		if !ok {
-			parent[x] = x
-			return x
-		}
-		if p == x {
-			return x
-		}
-		root := find(p)
-		parent[x] = root
-		return root
-	}
-	root := func(name string) string { return strings.SplitN(name, "/", 2)[0] }
+// lockPartitions splits the names into groups no acquire links, by
+// their first path segment (so the hierarchy stays inside a group): a
+// union-find whose groups are numbered in the order they are first
+// asked for.
+type lockPartitions struct {
+	parent map[string]string
+	number map[string]int // root -> partition
+}
+
+func newLockPartitions(events []history.Event) *lockPartitions {
+	p := &lockPartitions{parent: map[string]string{}, number: map[string]int{}}
 	for _, e := range events {
 		if e.F == history.Acquire && e.Type == history.Invoke && len(e.Locks) > 0 {
-			a := find(root(e.Locks[0].Name))
+			a := p.find(topSegment(e.Locks[0].Name))
 			for _, l := range e.Locks[1:] {
-				if b := find(root(l.Name)); b != a {
-					parent[b] = a
+				if b := p.find(topSegment(l.Name)); b != a {
+					p.parent[b] = a
 				}
 			}
 		}
 	}
-	partOf := map[string]int{}
-	part := func(name string) int {
-		r := find(root(name))
-		p, ok := partOf[r]
-		if !ok {
-			p = len(partOf)
-			partOf[r] = p
-		}
-		return p
-	}
+	return p
+}
 
-	clients := map[int]int{}
-	client := func(proc int) int {
-		c, ok := clients[proc]
-		if !ok {
-			c = len(clients)
-			clients[proc] = c
-		}
-		return c
-	}
-	procParts := map[int]map[int]bool{} // partitions a process touched
-	touch := func(proc, p int) {
-		if procParts[proc] == nil {
-			procParts[proc] = map[int]bool{}
-		}
-		procParts[proc][p] = true
-	}
+func topSegment(name string) string { return strings.SplitN(name, "/", 2)[0] }
 
-	type pending struct {
-		in      LockInput
-		out     LockOutput
-		call    time.Duration
-		ret     time.Duration
-		client  int
-		perProc bool // close/lost: copied into each partition of the process
+func (p *lockPartitions) find(x string) string {
+	parent, ok := p.parent[x]
+	if !ok {
+		p.parent[x] = x
+		return x
 	}
-	var ps []pending
-	lostSeen := map[int]bool{}
-	expire := func(proc, idx int, at time.Duration) {
-		ps = append(ps, pending{
-			in:  LockInput{Kind: history.Lost, Process: proc, Index: idx},
-			out: LockOutput{Type: history.Info}, call: expiryFrom[idx], ret: at,
-			client: -1, perProc: true,
-		})
+	if parent == x {
+		return x
 	}
+	root := p.find(parent)
+	p.parent[x] = root
+	return root
+}
+
+// of returns the partition of name.
+func (p *lockPartitions) of(name string) int {
+	root := p.find(topSegment(name))
+	n, ok := p.number[root]
+	if !ok {
+		n = len(p.number)
+		p.number[root] = n
+	}
+	return n
+}
+
+// pendingOp is an operation before its partition and client are final.
+type pendingOp struct {
+	in     LockInput
+	out    LockOutput
+	call   time.Duration
+	ret    time.Duration
+	client int // -1: a lane of its own
+	// perProcess: a close or expiry, copied into each partition the
+	// process touched.
+	perProcess bool
+}
+
+// lockOpsBuilder collects the operations of LockOperations.
+type lockOpsBuilder struct {
+	limits     map[string]int
+	sessions   sessionLiveness
+	partitions *lockPartitions
+	clients    map[int]int          // process -> porcupine client
+	procParts  map[int]map[int]bool // process -> partitions it touched
+	pending    []pendingOp
+	expired    map[int]bool // processes given an expiry already
+}
+
+func (b *lockOpsBuilder) client(proc int) int {
+	c, ok := b.clients[proc]
+	if !ok {
+		c = len(b.clients)
+		b.clients[proc] = c
+	}
+	return c
+}
+
+func (b *lockOpsBuilder) touch(proc, part int) {
+	if b.procParts[proc] == nil {
+		b.procParts[proc] = map[int]bool{}
+	}
+	b.procParts[proc][part] = true
+}
+
+// expireOnce adds, unless proc has one already, an expiry of proc's
+// session that the event at idx revealed at time at.
+func (b *lockOpsBuilder) expireOnce(proc, idx int, at time.Duration) {
+	if b.expired[proc] {
+		return
+	}
+	b.expired[proc] = true
+	b.pending = append(b.pending, pendingOp{
+		in:  LockInput{Kind: history.Lost, Process: proc, Index: idx},
+		out: LockOutput{Type: history.Info}, call: b.sessions.expiryFrom[idx], ret: at,
+		client: -1, perProcess: true,
+	})
+}
+
+func (b *lockOpsBuilder) addLostEvents(events []history.Event) {
 	for _, e := range events {
-		if e.F == history.Lost && e.Process >= 0 && !lostSeen[e.Process] {
-			lostSeen[e.Process] = true
-			expire(e.Process, e.Index, e.Time)
+		if e.F == history.Lost && e.Process >= 0 {
+			b.expireOnce(e.Process, e.Index, e.Time)
 		}
 	}
-	for _, o := range ops(events) {
-		out := LockOutput{Type: o.typ(), Error: o.errString()}
-		ret := end
-		if o.comp != nil && o.comp.Type != history.Info {
-			ret = o.comp.Time
-			out.Granted = o.comp.Granted
-		}
-		in := LockInput{Kind: o.inv.F, Process: o.inv.Process, Index: o.inv.Index}
-		p := pending{in: in, out: out, call: o.inv.Time, ret: ret, client: client(o.inv.Process)}
-		switch o.inv.F {
-		case history.Acquire:
-			if len(o.inv.Locks) == 0 {
-				continue
-			}
-			p.in.Require = o.inv.Require
-			for _, l := range o.inv.Locks {
-				if l.Limit == 0 {
-					l.Limit = lims[l.Name]
-				}
-				p.in.Locks = append(p.in.Locks, l)
-			}
-			p.in.Part = part(o.inv.Locks[0].Name)
-			touch(o.inv.Process, p.in.Part)
-			ps = append(ps, p)
-		case history.Release:
-			// One operation per partition the names fall in.
-			byPart := map[int][]string{}
-			var order []int
-			for _, n := range o.inv.Names {
-				pp := part(n)
-				if _, ok := byPart[pp]; !ok {
-					order = append(order, pp)
-				}
-				byPart[pp] = append(byPart[pp], n)
-			}
-			for _, pp := range order {
-				q := p
-				q.in.Part, q.in.Names = pp, byPart[pp]
-				touch(o.inv.Process, pp)
-				ps = append(ps, q)
-			}
-			if out.Type == history.Fail && out.Error == "not_held" && !lostSeen[o.inv.Process] {
-				lostSeen[o.inv.Process] = true
-				expire(o.inv.Process, o.comp.Index, ret)
-			}
-		case history.Observe:
-			// A read changes nothing: only what it saw can be wrong.
-			if out.Type != history.OK || len(o.inv.Names) != 1 {
-				continue
-			}
-			for _, h := range o.comp.Holders {
-				proc, ok := procOf[h.Session]
-				if !ok {
-					proc = -1
-				}
-				p.out.Observed = append(p.out.Observed, Observed{Proc: proc, Write: isWrite(h.Mode), Token: h.Token})
-			}
-			p.in.Names = o.inv.Names
-			p.in.Part = part(o.inv.Names[0])
-			ps = append(ps, p)
-		case history.Close:
-			p.perProc = true
-			ps = append(ps, p)
-			if out.Type == history.Fail && !lostSeen[o.inv.Process] {
-				lostSeen[o.inv.Process] = true
-				expire(o.inv.Process, o.comp.Index, ret)
-			}
+}
+
+func (b *lockOpsBuilder) addClientOp(o op) {
+	out := LockOutput{Type: o.typ(), Error: o.errString()}
+	ret := b.sessions.end
+	if o.comp != nil && o.comp.Type != history.Info {
+		ret = o.comp.Time
+		out.Granted = o.comp.Granted
+	}
+	in := LockInput{Kind: o.inv.F, Process: o.inv.Process, Index: o.inv.Index}
+	p := pendingOp{in: in, out: out, call: o.inv.Time, ret: ret, client: b.client(o.inv.Process)}
+	switch o.inv.F {
+	case history.Acquire:
+		b.addAcquire(o, p)
+	case history.Release:
+		b.addRelease(o, p)
+	case history.Observe:
+		b.addObserve(o, p)
+	case history.Close:
+		p.perProcess = true
+		b.pending = append(b.pending, p)
+		if out.Type == history.Fail {
+			b.expireOnce(o.inv.Process, o.comp.Index, ret)
 		}
 	}
-	// A paused client whose fate is unknown (an operation ended info,
-	// and it never learned its session was lost) may have lost its
-	// session unnoticed: its holds may end any time after the session
-	// was last proven alive.
+}
+
+func (b *lockOpsBuilder) addAcquire(o op, p pendingOp) {
+	if len(o.inv.Locks) == 0 {
+		return
+	}
+	p.in.Require = o.inv.Require
+	for _, l := range o.inv.Locks {
+		if l.Limit == 0 {
+			l.Limit = b.limits[l.Name]
+		}
+		p.in.Locks = append(p.in.Locks, l)
+	}
+	p.in.Part = b.partitions.of(o.inv.Locks[0].Name)
+	b.touch(o.inv.Process, p.in.Part)
+	b.pending = append(b.pending, p)
+}
+
+// addRelease adds one operation per partition the names fall in.
+func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
+	byPart := map[int][]string{}
+	var order []int
+	for _, n := range o.inv.Names {
+		part := b.partitions.of(n)
+		if _, ok := byPart[part]; !ok {
+			order = append(order, part)
+		}
+		byPart[part] = append(byPart[part], n)
+	}
+	for _, part := range order {
+		q := p
+		q.in.Part, q.in.Names = part, byPart[part]
+		b.touch(o.inv.Process, part)
+		b.pending = append(b.pending, q)
+	}
+	if p.out.Type == history.Fail && p.out.Error == "not_held" {
+		b.expireOnce(o.inv.Process, o.comp.Index, p.ret)
+	}
+}
+
+// addObserve adds an ok read of one name: a read changes nothing, so
+// only what it saw can be wrong.
+func (b *lockOpsBuilder) addObserve(o op, p pendingOp) {
+	if p.out.Type != history.OK || len(o.inv.Names) != 1 {
+		return
+	}
+	for _, h := range o.comp.Holders {
+		proc, ok := b.sessions.procOf[h.Session]
+		if !ok {
+			proc = -1
+		}
+		p.out.Observed = append(p.out.Observed, Observed{Proc: proc, Write: isWrite(h.Mode), Token: h.Token})
+	}
+	p.in.Names = o.inv.Names
+	p.in.Part = b.partitions.of(o.inv.Names[0])
+	b.pending = append(b.pending, p)
+}
+
+// addUnknownFates adds an expiry for each paused client whose fate is
+// unknown (an operation ended info, and it never learned its session was
+// lost): it may have lost its session unnoticed, so its holds may end
+// any time after the session was last proven alive.
+func (b *lockOpsBuilder) addUnknownFates(events []history.Event) {
 	paused := pausedProcesses(events)
-	var uncertain []int
 	for _, e := range events {
-		if e.Process >= 0 && paused[e.Process] && e.Type == history.Info && e.F != history.Lost && !lostSeen[e.Process] {
-			lostSeen[e.Process] = true
-			uncertain = append(uncertain, e.Process)
+		if e.Process < 0 || !paused[e.Process] || e.Type != history.Info || e.F == history.Lost || b.expired[e.Process] {
+			continue
 		}
-	}
-	for _, proc := range uncertain {
-		ps = append(ps, pending{
-			in:  LockInput{Kind: history.Lost, Process: proc, Index: -1},
-			out: LockOutput{Type: history.Info}, call: since[proc], ret: end,
-			client: -1, perProc: true,
+		b.expired[e.Process] = true
+		b.pending = append(b.pending, pendingOp{
+			in:  LockInput{Kind: history.Lost, Process: e.Process, Index: -1},
+			out: LockOutput{Type: history.Info}, call: b.sessions.aliveSince[e.Process], ret: b.sessions.end,
+			client: -1, perProcess: true,
 		})
 	}
-	lane := len(clients)
-	var hops []porcupine.Operation
-	add := func(p pending, part int) {
+}
+
+// operations returns the porcupine operations: each close and expiry
+// copied into every partition its process touched, and each expiry on a
+// client lane of its own.
+func (b *lockOpsBuilder) operations() []porcupine.Operation {
+	lane := len(b.clients)
+	var out []porcupine.Operation
+	add := func(p pendingOp, part int) {
 		in := p.in
 		in.Part = part
 		c := p.client
@@ -261,25 +337,25 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 			c = lane
 			lane++
 		}
-		hops = append(hops, porcupine.Operation{
+		out = append(out, porcupine.Operation{
 			ClientId: c, Input: in, Output: p.out,
 			Call: int64(p.call), Return: int64(p.ret),
 			Metadata: fmt.Sprintf("event %d, process %d", p.in.Index, p.in.Process),
 		})
 	}
-	for _, p := range ps {
-		if !p.perProc {
+	for _, p := range b.pending {
+		if !p.perProcess {
 			add(p, p.in.Part)
 			continue
 		}
-		parts := make([]int, 0, len(procParts[p.in.Process]))
-		for pp := range procParts[p.in.Process] {
-			parts = append(parts, pp)
+		parts := make([]int, 0, len(b.procParts[p.in.Process]))
+		for part := range b.procParts[p.in.Process] {
+			parts = append(parts, part)
 		}
 		sort.Ints(parts)
-		for _, pp := range parts {
-			add(p, pp)
+		for _, part := range parts {
+			add(p, part)
 		}
 	}
-	return hops
+	return out
 }
