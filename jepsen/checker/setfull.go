@@ -14,17 +14,51 @@ import (
 // the verdict is Unknown.
 func SetFull(events []history.Event, cfg Config) Result {
 	r := newResult("set-full")
-	type key struct {
-		name string
-		v    int64
+	writes := elementWrites(events, &r)
+	final := lastFinalRead(events)
+	if final == nil {
+		r.Verdict = Unknown
+		r.Note = "no final read"
+		return r
 	}
-	const (
-		unknown = iota + 1
-		rejected
-		acked
-	)
-	status := map[key]int{}
-	idx := map[key]int{}
+	present := map[element]int{}
+	for name, vs := range final.Values {
+		for _, v := range vs {
+			present[element{name, v}]++
+		}
+	}
+	for _, k := range sortedElements(writes, present) {
+		judgeElement(k, writes[k], present[k], cfg, &r)
+	}
+	return r
+}
+
+// element is a value written to a register.
+type element struct {
+	name string
+	v    int64
+}
+
+// writeStatus is the strongest outcome of an element's writes; the zero
+// value: never written.
+type writeStatus int
+
+const (
+	writeUnknown writeStatus = iota + 1
+	writeRejected
+	writeAcked
+)
+
+// elementWrite is what became of an element's writes.
+type elementWrite struct {
+	status writeStatus
+	idx    int // history index of the write's invoke
+}
+
+// elementWrites returns, per element, its strongest write outcome (if a
+// value was written twice), and counts the outcomes.
+func elementWrites(events []history.Event, r *Result) map[element]elementWrite {
+	out := map[element]elementWrite{}
 	for _, o := range ops(events) {
 		if o.inv.F != history.ResWrite {
 			continue
@@ -33,15 +67,15 @@ func SetFull(events []history.Event, cfg Config) Result {
 		if len(gs) == 0 {
 			continue
 		}
-		k := key{gs[0].Name, o.value()}
+		k := element{gs[0].Name, o.value()}
 		r.Counts["attempted"]++
-		s := unknown
+		s := writeUnknown
 		switch o.typ() {
 		case history.OK:
-			s = acked
+			s = writeAcked
 			r.Counts["acknowledged"]++
 		case history.Fail:
-			s = rejected
+			s = writeRejected
 			if o.errString() == "stale" {
 				r.Counts["stale-rejected"]++
 			} else {
@@ -50,12 +84,15 @@ func SetFull(events []history.Event, cfg Config) Result {
 		default:
 			r.Counts["indeterminate"]++
 		}
-		// The strongest outcome wins if a value was written twice.
-		if s > status[k] {
-			status[k] = s
-			idx[k] = o.inv.Index
+		if s > out[k].status {
+			out[k] = elementWrite{status: s, idx: o.inv.Index}
 		}
 	}
+	return out
+}
+
+// lastFinalRead returns the last ok final read, or nil.
+func lastFinalRead(events []history.Event) *history.Event {
 	var final *history.Event
 	for i := range events {
 		e := &events[i]
@@ -63,23 +100,18 @@ func SetFull(events []history.Event, cfg Config) Result {
 			final = e
 		}
 	}
-	if final == nil {
-		r.Verdict = Unknown
-		r.Note = "no final read"
-		return r
-	}
-	present := map[key]int{}
-	for name, vs := range final.Values {
-		for _, v := range vs {
-			present[key{name, v}]++
-		}
-	}
-	keys := make([]key, 0, len(status))
-	for k := range status {
+	return final
+}
+
+// sortedElements returns the elements written or present, by register
+// and value.
+func sortedElements(writes map[element]elementWrite, present map[element]int) []element {
+	keys := make([]element, 0, len(writes))
+	for k := range writes {
 		keys = append(keys, k)
 	}
 	for k := range present {
-		if status[k] == 0 {
+		if writes[k].status == 0 {
 			keys = append(keys, k)
 		}
 	}
@@ -89,33 +121,34 @@ func SetFull(events []history.Event, cfg Config) Result {
 		}
 		return keys[i].v < keys[j].v
 	})
-	for _, k := range keys {
-		n := present[k]
-		if n > 1 {
-			r.Counts["duplicated"]++
-			r.anomaly(cfg, "element %d of %q is in the final read %d times", k.v, k.name, n)
-		}
-		switch status[k] {
-		case acked:
-			if n == 0 {
-				r.Counts["lost"]++
-				r.anomaly(cfg, "acknowledged element %d of %q (write invoked at event %d) is missing from the final read", k.v, k.name, idx[k])
-			} else {
-				r.Counts["ok"]++
-			}
-		case unknown:
-			if n > 0 {
-				r.Counts["recovered"]++
-			}
-		case rejected:
-			if n > 0 {
-				r.Counts["rejected-present"]++
-				r.anomaly(cfg, "element %d of %q was rejected (event %d) yet is in the final read", k.v, k.name, idx[k])
-			}
-		default:
-			r.Counts["unexpected"]++
-			r.anomaly(cfg, "element %d of %q was never written yet is in the final read", k.v, k.name)
-		}
+	return keys
+}
+
+// judgeElement judges one element present n times in the final read.
+func judgeElement(k element, w elementWrite, n int, cfg Config, r *Result) {
+	if n > 1 {
+		r.Counts["duplicated"]++
+		r.anomaly(cfg, "element %d of %q is in the final read %d times", k.v, k.name, n)
 	}
-	return r
+	switch w.status {
+	case writeAcked:
+		if n == 0 {
+			r.Counts["lost"]++
+			r.anomaly(cfg, "acknowledged element %d of %q (write invoked at event %d) is missing from the final read", k.v, k.name, w.idx)
+		} else {
+			r.Counts["ok"]++
+		}
+	case writeUnknown:
+		if n > 0 {
+			r.Counts["recovered"]++
+		}
+	case writeRejected:
+		if n > 0 {
+			r.Counts["rejected-present"]++
+			r.anomaly(cfg, "element %d of %q was rejected (event %d) yet is in the final read", k.v, k.name, w.idx)
+		}
+	default:
+		r.Counts["unexpected"]++
+		r.anomaly(cfg, "element %d of %q was never written yet is in the final read", k.v, k.name)
+	}
 }
