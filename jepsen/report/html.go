@@ -38,9 +38,26 @@ func WriteHTML(dir string, s Summary, events []history.Event) error {
 }
 
 func renderHTML(s Summary, events []history.Event) string {
-	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	var w page
+	d := newDrawing(events)
+	w.header(s)
+	w.runTable(s)
+	w.checkers(s.Results)
+	w.operations(s)
+	w.faults(s.Faults, d)
+	w.timelineSection(events, d)
+	w.latencySection(events, d)
+	w.printf("</body></html>\n")
+	return w.String()
+}
 
+// page is report.html being written.
+type page struct{ strings.Builder }
+
+func (w *page) printf(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+
+// header opens the page: the title and the overall verdict.
+func (w *page) header(s Summary) {
 	verdict, vclass := "VALID", "valid"
 	switch {
 	case slices.ContainsFunc(s.Results, func(r checker.Result) bool { return r.Verdict == checker.Invalid }):
@@ -52,20 +69,23 @@ func renderHTML(s Summary, events []history.Event) string {
 	if title == "" {
 		title = "lockd Jepsen run"
 	}
-	p("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\n<title>%s: %s</title>\n<style>%s</style></head>\n<body>\n",
+	w.printf("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\n<title>%s: %s</title>\n<style>%s</style></head>\n<body>\n",
 		esc(title), verdict, css)
-	p("<h1>%s</h1>\n<div class=\"verdict %s\">%s</div>\n", esc(title), vclass, verdict)
+	w.printf("<h1>%s</h1>\n<div class=\"verdict %s\">%s</div>\n", esc(title), vclass, verdict)
 	if s.Negative != "" {
 		// A negative control is supposed to be caught: say so next to
 		// the verdict so that a red page is not misread.
-		p("<p class=\"neg\">Negative control <b>%s</b>: this run is expected to be INVALID.</p>\n", esc(s.Negative))
+		w.printf("<p class=\"neg\">Negative control <b>%s</b>: this run is expected to be INVALID.</p>\n", esc(s.Negative))
 	}
 	if len(s.Results) == 0 {
-		p("<p class=\"note\">No checker results: the run is not judged valid.</p>\n")
+		w.printf("<p class=\"note\">No checker results: the run is not judged valid.</p>\n")
 	}
+}
 
-	p("<table class=\"meta\">\n")
-	row := func(k, v string) { p("<tr><td>%s</td><td>%s</td></tr>\n", k, esc(v)) }
+// runTable describes the run.
+func (w *page) runTable(s Summary) {
+	w.printf("<table class=\"meta\">\n")
+	row := func(k, v string) { w.printf("<tr><td>%s</td><td>%s</td></tr>\n", k, esc(v)) }
 	row("Workload", s.Workload)
 	row("Nemesis", strings.Join(s.Nemesis, ", "))
 	row("Nodes", strings.Join(s.Nodes, ", "))
@@ -77,125 +97,132 @@ func renderHTML(s Summary, events []history.Event) string {
 	}
 	row("Negative control", orNone(s.Negative))
 	row("lockd commit", s.Commit)
-	p("<tr><td>Command</td><td><code>%s</code></td></tr>\n", esc(strings.Join(s.Command, " ")))
+	w.printf("<tr><td>Command</td><td><code>%s</code></td></tr>\n", esc(strings.Join(s.Command, " ")))
 	row("Events", fmt.Sprint(s.Events))
-	p("</table>\n")
+	w.printf("</table>\n")
+}
 
-	// Checkers.
-	p("<h2>Checkers</h2>\n<table>\n<tr><th>checker</th><th>verdict</th><th>counts</th><th>anomalies / notes</th></tr>\n")
-	for _, r := range s.Results {
-		p("<tr><td>%s</td><td class=\"v-%s\">%s</td><td>", esc(r.Checker), vclassOf(r.Verdict), esc(string(r.Verdict)))
+// checkers is the table of verdicts, counts and anomalies.
+func (w *page) checkers(results []checker.Result) {
+	w.printf("<h2>Checkers</h2>\n<table>\n<tr><th>checker</th><th>verdict</th><th>counts</th><th>anomalies / notes</th></tr>\n")
+	for _, r := range results {
+		w.printf("<tr><td>%s</td><td class=\"v-%s\">%s</td><td>", esc(r.Checker), vclassOf(r.Verdict), esc(string(r.Verdict)))
 		for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
-			p("%s=%d<br/>", esc(k), r.Counts[k])
+			w.printf("%s=%d<br/>", esc(k), r.Counts[k])
 		}
-		p("</td><td>")
+		w.printf("</td><td>")
 		if r.Note != "" {
-			p("<div class=\"note\">%s</div>", esc(r.Note))
+			w.printf("<div class=\"note\">%s</div>", esc(r.Note))
 		}
 		if len(r.Anomalies) > 0 {
 			open := ""
 			if !r.OK() {
 				open = ` open="open"`
 			}
-			p("<details%s><summary>%d anomalies</summary><ol class=\"anom\">", open, len(r.Anomalies))
+			w.printf("<details%s><summary>%d anomalies</summary><ol class=\"anom\">", open, len(r.Anomalies))
 			for _, a := range r.Anomalies {
-				p("<li>%s</li>", esc(a))
+				w.printf("<li>%s</li>", esc(a))
 			}
-			p("</ol></details>")
+			w.printf("</ol></details>")
 		}
 		for _, f := range r.Files {
 			if strings.Contains(f, ":") { // relative paths only: no URL schemes
-				p("<div>%s</div>", esc(f))
+				w.printf("<div>%s</div>", esc(f))
 			} else {
-				p("<div><a href=\"%s\">%s</a></div>", esc(f), esc(f))
+				w.printf("<div><a href=\"%s\">%s</a></div>", esc(f), esc(f))
 			}
 		}
-		p("</td></tr>\n")
+		w.printf("</td></tr>\n")
 	}
-	p("</table>\n")
+	w.printf("</table>\n")
+}
 
-	// Operations and latency.
+// operations is the table of operation outcomes and latencies.
+func (w *page) operations(s Summary) {
 	types := []string{string(history.Invoke), string(history.OK), string(history.Fail), string(history.Info), Unfinished}
-	p("<h2>Operations</h2>\n<table>\n<tr><th>op</th>")
+	w.printf("<h2>Operations</h2>\n<table>\n<tr><th>op</th>")
 	for _, t := range types {
-		p("<th>%s</th>", t)
+		w.printf("<th>%s</th>", t)
 	}
-	p("<th>latency p50 ms</th><th>p95</th><th>p99</th><th>max</th></tr>\n")
+	w.printf("<th>latency p50 ms</th><th>p95</th><th>p99</th><th>max</th></tr>\n")
 	for _, f := range slices.Sorted(maps.Keys(s.Ops)) {
-		p("<tr><td>%s</td>", esc(f))
+		w.printf("<tr><td>%s</td>", esc(f))
 		for _, t := range types {
-			p("<td class=\"n\">%d</td>", s.Ops[f][t])
+			w.printf("<td class=\"n\">%d</td>", s.Ops[f][t])
 		}
 		if l, ok := s.LatencyMS[f]; ok {
-			p("<td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td>", l.P50, l.P95, l.P99, l.Max)
+			w.printf("<td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td>", l.P50, l.P95, l.P99, l.Max)
 		} else {
-			p("<td></td><td></td><td></td><td></td>")
+			w.printf("<td></td><td></td><td></td><td></td>")
 		}
-		p("</tr>\n")
+		w.printf("</tr>\n")
 	}
-	p("</table>\n")
+	w.printf("</table>\n")
+}
 
-	// Faults.
-	d := newDrawing(events)
-	p("<h2>Faults</h2>\n")
-	if len(s.Faults) == 0 {
-		p("<p class=\"note\">No faults injected.</p>\n")
-	} else {
-		p("<table>\n<tr><th>fault</th><th>count</th></tr>\n")
-		for _, f := range slices.Sorted(maps.Keys(s.Faults)) {
-			sw := ""
-			if c, ok := d.colour[f]; ok {
-				sw = fmt.Sprintf("<span class=\"sw\" style=\"background:%s;opacity:.5\">&#160;</span>", c)
-			}
-			p("<tr><td>%s%s</td><td class=\"n\">%d</td></tr>\n", sw, esc(f), s.Faults[f])
+// faults is the table of faults injected, with their colours.
+func (w *page) faults(faults map[string]int, d drawing) {
+	w.printf("<h2>Faults</h2>\n")
+	if len(faults) == 0 {
+		w.printf("<p class=\"note\">No faults injected.</p>\n")
+		return
+	}
+	w.printf("<table>\n<tr><th>fault</th><th>count</th></tr>\n")
+	for _, f := range slices.Sorted(maps.Keys(faults)) {
+		sw := ""
+		if c, ok := d.colour[f]; ok {
+			sw = fmt.Sprintf("<span class=\"sw\" style=\"background:%s;opacity:.5\">&#160;</span>", c)
 		}
-		p("</table>\n")
+		w.printf("<tr><td>%s%s</td><td class=\"n\">%d</td></tr>\n", sw, esc(f), faults[f])
 	}
+	w.printf("</table>\n")
+}
 
-	// Timeline.
+// timelineSection is the timeline, what it left out, and its legend.
+func (w *page) timelineSection(events []history.Event, d drawing) {
 	svg, ts := timeline(events, d)
-	p("<h2>Timeline</h2>\n<p class=\"note\">One lane per run of client processes (a process reuses the lane of one that finished, so a worker's successive processes usually share a lane): %d processes in %d lanes, %d operations. Bars run from invoke to completion; unfinished ones (dashed) to the end of the run; &#9660; marks a lost session. Shaded bands are fault windows (nemesis start to stop); the dashed blue line starts the final phase. Hover for details.</p>\n",
+	w.printf("<h2>Timeline</h2>\n<p class=\"note\">One lane per run of client processes (a process reuses the lane of one that finished, so a worker's successive processes usually share a lane): %d processes in %d lanes, %d operations. Bars run from invoke to completion; unfinished ones (dashed) to the end of the run; &#9660; marks a lost session. Shaded bands are fault windows (nemesis start to stop); the dashed blue line starts the final phase. Hover for details.</p>\n",
 		ts.processes, ts.lanes, ts.ops)
 	if ts.covered > 0 || ts.sampled > 0 || ts.dropped > 0 {
-		p("<p class=\"note\"><b>Downsampled:</b> %d of %d operations drawn", ts.drawn, ts.ops)
+		w.printf("<p class=\"note\"><b>Downsampled:</b> %d of %d operations drawn", ts.drawn, ts.ops)
 		if ts.covered > 0 {
-			p("; %d hidden under a longer bar of the same kind and outcome starting at the same pixel (its tooltip counts them)", ts.covered)
+			w.printf("; %d hidden under a longer bar of the same kind and outcome starting at the same pixel (its tooltip counts them)", ts.covered)
 		}
 		if ts.sampled > 0 {
-			p("; %d ok operations left out evenly to stay under %d bars (failures and infos are all drawn)", ts.sampled, maxBars)
+			w.printf("; %d ok operations left out evenly to stay under %d bars (failures and infos are all drawn)", ts.sampled, maxBars)
 		}
 		if ts.dropped > 0 {
-			p("; %d operations in %d lanes beyond the first %d not drawn", ts.dropped, ts.lanesDropped, maxLanes)
+			w.printf("; %d operations in %d lanes beyond the first %d not drawn", ts.dropped, ts.lanesDropped, maxLanes)
 		}
-		p(".</p>\n")
+		w.printf(".</p>\n")
 	}
-	p("<div>")
+	w.printf("<div>")
 	for k := 0; k < nKinds; k++ {
-		p("<span class=\"lg\">%s: ", kindNames[k])
+		w.printf("<span class=\"lg\">%s: ", kindNames[k])
 		for o := 0; o < oUnfinished; o++ {
-			p("<span class=\"sw\" style=\"background:%s;height:%.0fpx\" title=\"%s\">&#160;</span>", colours[o][k], 4+10*kindHeight[k], outcomeNames[o])
+			w.printf("<span class=\"sw\" style=\"background:%s;height:%.0fpx\" title=\"%s\">&#160;</span>", colours[o][k], 4+10*kindHeight[k], outcomeNames[o])
 		}
-		p("</span>")
+		w.printf("</span>")
 	}
-	p("<span class=\"lg\">(green ok, orange fail, red info; height: acquire &gt; other &gt; release &gt; resource)</span></div>\n")
-	b.WriteString(svg)
+	w.printf("<span class=\"lg\">(green ok, orange fail, red info; height: acquire &gt; other &gt; release &gt; resource)</span></div>\n")
+	w.WriteString(svg)
+}
 
-	// Latency.
+// latencySection is the latency plot and what it left out.
+func (w *page) latencySection(events []history.Event, d drawing) {
 	svg, ls := latencyPlot(events, d)
-	p("<h2>Latency</h2>\n<p class=\"note\">One mark per completed operation at its invoke time: filled circle acquire, filled square release, hollow circle resource op, hollow square other; green ok, orange fail, red info. %d unfinished operations have no latency.</p>\n", ls.unfinished)
+	w.printf("<h2>Latency</h2>\n<p class=\"note\">One mark per completed operation at its invoke time: filled circle acquire, filled square release, hollow circle resource op, hollow square other; green ok, orange fail, red info. %d unfinished operations have no latency.</p>\n", ls.unfinished)
 	if ls.covered > 0 || ls.sampled > 0 {
-		p("<p class=\"note\"><b>Downsampled:</b> %d of %d completed operations drawn", ls.drawn, ls.ops-ls.unfinished)
+		w.printf("<p class=\"note\"><b>Downsampled:</b> %d of %d completed operations drawn", ls.drawn, ls.ops-ls.unfinished)
 		if ls.covered > 0 {
-			p("; %d fall on the pixel of an identical mark", ls.covered)
+			w.printf("; %d fall on the pixel of an identical mark", ls.covered)
 		}
 		if ls.sampled > 0 {
-			p("; %d ok operations left out evenly to stay under %d marks (failures and infos are all drawn)", ls.sampled, maxDots)
+			w.printf("; %d ok operations left out evenly to stay under %d marks (failures and infos are all drawn)", ls.sampled, maxDots)
 		}
-		p(".</p>\n")
+		w.printf(".</p>\n")
 	}
-	b.WriteString(svg)
-	p("</body></html>\n")
-	return b.String()
+	w.WriteString(svg)
 }
 
 func vclassOf(v checker.Verdict) string {

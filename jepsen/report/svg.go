@@ -278,15 +278,52 @@ type bar struct {
 	hidden           int // ops of the same kind and outcome it covers
 }
 
-// timeline draws one lane per group of processes: a process takes the
-// lane most recently freed by a finished process (so a worker's
-// successive processes after retirement usually share a lane), else a
-// new lane.
+// timeline draws one lane per group of processes (see assignLanes).
 func timeline(events []history.Event, d drawing) (string, timelineStats) {
 	pairs := history.Pairs(events)
 	var st timelineStats
 	st.ops = len(pairs)
+	lost := lostEvents(events)
+	layout := assignLanes(pairs, lost, d.ax.end)
+	st.processes = layout.processes
+	st.lanes = layout.count
+	lanes := min(st.lanes, maxLanes)
+	st.lanesDropped = st.lanes - lanes
 
+	bars := timelineBars(pairs, layout.of, lanes, d.ax, &st)
+	// Still too many: thin the ok bars evenly until they fit; failures
+	// and infos are always drawn.
+	var dropped int
+	bars, dropped = thinOK(bars, maxBars, func(br bar) bool { return br.outc == oOK })
+	st.sampled += dropped
+	st.drawn = len(bars)
+	return drawTimeline(d, layout, lanes, bars, lost), st
+}
+
+// lostEvents are the lost events of client processes.
+func lostEvents(events []history.Event) []history.Event {
+	var lost []history.Event
+	for _, e := range events {
+		if e.Process >= 0 && e.F == history.Lost {
+			lost = append(lost, e)
+		}
+	}
+	return lost
+}
+
+// laneLayout places each process on a lane.
+type laneLayout struct {
+	of        map[int]int   // process -> lane
+	procs     map[int][]int // lane -> its processes
+	count     int           // lanes
+	processes int
+}
+
+// assignLanes gives a process the lane most recently freed by a finished
+// process (so a worker's successive processes after retirement usually
+// share a lane), else a new lane. A process spans its operations (to
+// end when unfinished) and lost events.
+func assignLanes(pairs []history.Pair, lost []history.Event, end time.Duration) laneLayout {
 	type span struct{ first, last time.Duration }
 	spans := map[int]*span{}
 	var order []int
@@ -299,30 +336,25 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 		}
 		s.first, s.last = min(s.first, t0), max(s.last, t1)
 	}
-	var lost []history.Event
 	for _, p := range pairs {
-		end := d.ax.end
+		last := end
 		if p.Completion != nil {
-			end = p.Completion.Time
+			last = p.Completion.Time
 		}
-		touch(p.Invoke.Process, p.Invoke.Time, end)
+		touch(p.Invoke.Process, p.Invoke.Time, last)
 	}
-	for _, e := range events {
-		if e.Process >= 0 && e.F == history.Lost {
-			lost = append(lost, e)
-			touch(e.Process, e.Time, e.Time)
-		}
+	for _, e := range lost {
+		touch(e.Process, e.Time, e.Time)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return int(spans[a].first - spans[b].first) })
-	laneOf := map[int]int{}
+	l := laneLayout{of: map[int]int{}, procs: map[int][]int{}, processes: len(order)}
 	var laneEnd []time.Duration
-	laneProcs := map[int][]int{}
 	for _, p := range order {
 		s := spans[p]
 		best := -1
-		for l, e := range laneEnd {
+		for i, e := range laneEnd {
 			if e < s.first && (best < 0 || e > laneEnd[best]) {
-				best = l
+				best = i
 			}
 		}
 		if best < 0 {
@@ -330,17 +362,18 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 			laneEnd = append(laneEnd, 0)
 		}
 		laneEnd[best] = s.last
-		laneOf[p] = best
-		laneProcs[best] = append(laneProcs[best], p)
+		l.of[p] = best
+		l.procs[best] = append(l.procs[best], p)
 	}
-	st.processes = len(order)
-	st.lanes = len(laneEnd)
-	lanes := min(st.lanes, maxLanes)
-	st.lanesDropped = st.lanes - lanes
+	l.count = len(laneEnd)
+	return l
+}
 
-	// De-duplicate at bucketPx: of the ops of one kind and outcome that
-	// start in the same bucket of a lane only the longest is drawn (it
-	// covers the others); its tooltip says how many it hides.
+// timelineBars returns the bars of the operations on the first lanes.
+// It de-duplicates at bucketPx: of the ops of one kind and outcome that
+// start in the same bucket of a lane only the longest is drawn (it
+// covers the others); its tooltip says how many it hides.
+func timelineBars(pairs []history.Pair, laneOf map[int]int, lanes int, ax axis, st *timelineStats) []bar {
 	type key struct{ lane, bucket, kind, outc int }
 	keep := map[key]int{}
 	var bars []bar
@@ -350,9 +383,9 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 			st.dropped++
 			continue
 		}
-		br := bar{p: p, lane: l, kind: kindOf(p.Invoke.F), outc: outcomeOf(p), x0: d.ax.x(p.Invoke.Time), x1: d.ax.x(d.ax.end)}
+		br := bar{p: p, lane: l, kind: kindOf(p.Invoke.F), outc: outcomeOf(p), x0: ax.x(p.Invoke.Time), x1: ax.x(ax.end)}
 		if p.Completion != nil {
-			br.x1 = d.ax.x(p.Completion.Time)
+			br.x1 = ax.x(p.Completion.Time)
 		}
 		k := key{l, int((br.x0 - marginL) / bucketPx), br.kind, br.outc}
 		if i, ok := keep[k]; ok {
@@ -368,13 +401,19 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 		keep[k] = len(bars)
 		bars = append(bars, br)
 	}
-	// Still too many: thin the ok bars evenly until they fit; failures
-	// and infos are always drawn.
-	var dropped int
-	bars, dropped = thinOK(bars, maxBars, func(br bar) bool { return br.outc == oOK })
-	st.sampled += dropped
-	st.drawn = len(bars)
+	return bars
+}
 
+// laneGeometry is where the lanes of the timeline are.
+type laneGeometry struct {
+	top, bottom, laneH float64
+}
+
+func (g laneGeometry) y(lane int) float64 { return g.top + float64(lane)*g.laneH }
+
+// drawTimeline draws the lanes, the fault bands, the bars and the lost
+// sessions.
+func drawTimeline(d drawing, layout laneLayout, lanes int, bars []bar, lost []history.Event) string {
 	laneH := 18.0
 	if lanes > 20 {
 		laneH = 14
@@ -384,62 +423,72 @@ func timeline(events []history.Event, d drawing) (string, timelineStats) {
 	}
 	rows := d.labelRows()
 	top := 8 + float64(rows)*labelRowH
-	bottom := top + float64(max(lanes, 1))*laneH
-	height := bottom + 40
+	g := laneGeometry{top: top, bottom: top + float64(max(lanes, 1))*laneH, laneH: laneH}
+	height := g.bottom + 40
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" class="plot">`+"\n",
 		f1(svgWidth), f1(height), f1(svgWidth), f1(height))
-	for l := 0; l < lanes; l++ {
-		y := top + float64(l)*laneH
-		if l%2 == 1 {
-			fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="#f4f4f4"/>`, f1(marginL), f1(y), f1(plotW), f1(laneH))
+	drawLanes(&b, g, lanes, layout.procs)
+	d.timeAxis(&b, g.top, g.bottom)
+	d.bands(&b, g.top, g.bottom)
+	drawBars(&b, g, bars)
+	for _, e := range lost {
+		l := layout.of[e.Process]
+		if l >= lanes {
+			continue
 		}
-		if laneH >= 10 || l%5 == 0 {
-			ps := laneProcs[l]
+		x, y := d.ax.x(e.Time), g.y(l)
+		fmt.Fprintf(&b, `<path d="M%s %sl-3 -5h6z" fill="#000"><title>%s</title></path>`+"\n",
+			f1(x), f1(y+laneH-1), esc(fmt.Sprintf("p%d lost its session at %s %s", e.Process, secs(e.Time), e.Error)))
+	}
+	d.phaseLines(&b, g.top, g.bottom)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// drawLanes shades every other lane and labels the lanes with their
+// processes.
+func drawLanes(b *strings.Builder, g laneGeometry, lanes int, procs map[int][]int) {
+	for l := 0; l < lanes; l++ {
+		y := g.y(l)
+		if l%2 == 1 {
+			fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="#f4f4f4"/>`, f1(marginL), f1(y), f1(plotW), f1(g.laneH))
+		}
+		if g.laneH >= 10 || l%5 == 0 {
+			ps := procs[l]
 			tip := fmt.Sprintf("lane %d: %d processes: %s", l, len(ps), procList(ps))
-			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end" class="ll">L%d<title>%s</title></text>`+"\n",
-				f1(marginL-4), f1(y+min(laneH, 12)-2), l, esc(tip))
+			fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" class="ll">L%d<title>%s</title></text>`+"\n",
+				f1(marginL-4), f1(y+min(g.laneH, 12)-2), l, esc(tip))
 		}
 	}
-	d.timeAxis(&b, top, bottom)
-	d.bands(&b, top, bottom)
+}
 
-	// Ok bars first so that failures and infos are drawn on top.
+// drawBars draws the bars grouped by outcome and kind, ok bars first so
+// that failures and infos are drawn on top.
+func drawBars(b *strings.Builder, g laneGeometry, bars []bar) {
 	for o := 0; o < nOutcomes; o++ {
 		for k := 0; k < nKinds; k++ {
-			var g strings.Builder
+			var group strings.Builder
 			for _, br := range bars {
 				if br.outc != o || br.kind != k {
 					continue
 				}
-				h := max(2, math.Round((laneH-2)*kindHeight[k]))
-				y := top + float64(br.lane)*laneH + laneH - 1 - h
-				fmt.Fprintf(&g, `<rect x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`+"\n",
+				h := max(2, math.Round((g.laneH-2)*kindHeight[k]))
+				y := g.y(br.lane) + g.laneH - 1 - h
+				fmt.Fprintf(&group, `<rect x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`+"\n",
 					f1(br.x0), f1(y), f1(max(br.x1-br.x0, 1)), f1(h), esc(tooltip(br.p, br.hidden)))
 			}
-			if g.Len() == 0 {
+			if group.Len() == 0 {
 				continue
 			}
 			extra := ""
 			if o == oUnfinished {
 				extra = ` stroke="#000" stroke-width="0.5" stroke-dasharray="2,1"`
 			}
-			fmt.Fprintf(&b, `<g fill="%s"%s>`+"\n%s</g>\n", colours[o][k], extra, g.String())
+			fmt.Fprintf(b, `<g fill="%s"%s>`+"\n%s</g>\n", colours[o][k], extra, group.String())
 		}
 	}
-	for _, e := range lost {
-		l := laneOf[e.Process]
-		if l >= lanes {
-			continue
-		}
-		x, y := d.ax.x(e.Time), top+float64(l)*laneH
-		fmt.Fprintf(&b, `<path d="M%s %sl-3 -5h6z" fill="#000"><title>%s</title></path>`+"\n",
-			f1(x), f1(y+laneH-1), esc(fmt.Sprintf("p%d lost its session at %s %s", e.Process, secs(e.Time), e.Error)))
-	}
-	d.phaseLines(&b, top, bottom)
-	b.WriteString("</svg>\n")
-	return b.String(), st
 }
 
 func procList(ps []int) string {
@@ -466,26 +515,7 @@ func tooltip(p history.Pair, hidden int) string {
 		fmt.Fprintf(&b, "%s: %s to %s (%.1f ms)", c.Type, secs(in.Time), secs(c.Time), float64(c.Time-in.Time)/1e6)
 	}
 	fmt.Fprintf(&b, " [#%d]", in.Index)
-	if len(in.Locks) > 0 {
-		var ls []string
-		for _, l := range in.Locks {
-			s := l.Name
-			if l.Mode != "" {
-				s += " " + l.Mode
-			}
-			if l.Limit > 1 {
-				s += fmt.Sprintf(" %d/%d", max(l.Weight, 1), l.Limit)
-			}
-			ls = append(ls, s)
-		}
-		fmt.Fprintf(&b, "\nlocks: %s", strings.Join(ls, ", "))
-	}
-	if in.Require != "" {
-		fmt.Fprintf(&b, "\nrequire: %s", in.Require)
-	}
-	if len(in.Names) > 0 {
-		fmt.Fprintf(&b, "\nnames: %s", strings.Join(in.Names, ", "))
-	}
+	describeRequest(&b, in)
 	grants := in.Granted
 	if c != nil && len(c.Granted) > 0 {
 		grants = c.Granted
@@ -512,20 +542,7 @@ func tooltip(p history.Pair, hidden int) string {
 		}
 	}
 	if c != nil {
-		if len(c.Read) > 0 {
-			r := c.Read
-			more := ""
-			if len(r) > 10 {
-				r, more = r[len(r)-10:], fmt.Sprintf("(%d) ...", len(c.Read))
-			}
-			fmt.Fprintf(&b, "\nread: %s%v", more, r)
-		}
-		if c.Node != "" || c.Session != "" {
-			fmt.Fprintf(&b, "\nnode %s session %s", c.Node, c.Session)
-		}
-		if c.Error != "" {
-			fmt.Fprintf(&b, "\nerror: %s", c.Error)
-		}
+		describeCompletion(&b, c)
 	}
 	if hidden > 0 {
 		fmt.Fprintf(&b, "\n(+%d more %s ops starting at this pixel)", hidden, in.F)
@@ -533,18 +550,73 @@ func tooltip(p history.Pair, hidden int) string {
 	return b.String()
 }
 
+// describeRequest adds the locks and names an invoke asks for.
+func describeRequest(b *strings.Builder, in history.Event) {
+	if len(in.Locks) > 0 {
+		var ls []string
+		for _, l := range in.Locks {
+			s := l.Name
+			if l.Mode != "" {
+				s += " " + l.Mode
+			}
+			if l.Limit > 1 {
+				s += fmt.Sprintf(" %d/%d", max(l.Weight, 1), l.Limit)
+			}
+			ls = append(ls, s)
+		}
+		fmt.Fprintf(b, "\nlocks: %s", strings.Join(ls, ", "))
+	}
+	if in.Require != "" {
+		fmt.Fprintf(b, "\nrequire: %s", in.Require)
+	}
+	if len(in.Names) > 0 {
+		fmt.Fprintf(b, "\nnames: %s", strings.Join(in.Names, ", "))
+	}
+}
+
+// describeCompletion adds what a completion read, where it ran, and its
+// error.
+func describeCompletion(b *strings.Builder, c *history.Event) {
+	if len(c.Read) > 0 {
+		r := c.Read
+		more := ""
+		if len(r) > 10 {
+			r, more = r[len(r)-10:], fmt.Sprintf("(%d) ...", len(c.Read))
+		}
+		fmt.Fprintf(b, "\nread: %s%v", more, r)
+	}
+	if c.Node != "" || c.Session != "" {
+		fmt.Fprintf(b, "\nnode %s session %s", c.Node, c.Session)
+	}
+	if c.Error != "" {
+		fmt.Fprintf(b, "\nerror: %s", c.Error)
+	}
+}
+
 // latencyStats says what the latency plot left out.
 type latencyStats struct{ ops, unfinished, covered, sampled, drawn int }
+
+// dot is one operation in the latency plot.
+type dot struct {
+	p          history.Pair
+	kind, outc int
+	x, lat     float64 // lat in ms
+}
+
+// latencyPlotH is the height of the latency plot's area.
+const latencyPlotH = 300.0
+
+// latencyScale maps a latency to y: decades d0 to d1, log scale.
+type latencyScale struct{ d0, d1, top, bottom float64 }
+
+func (s latencyScale) y(l float64) float64 {
+	return s.bottom - (math.Log10(l)-s.d0)/(s.d1-s.d0)*latencyPlotH
+}
 
 // latencyPlot draws a dot per completed operation: x its invoke, y its
 // latency on a log scale.
 func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 	var st latencyStats
-	type dot struct {
-		p          history.Pair
-		kind, outc int
-		x, lat     float64 // lat in ms
-	}
 	var dots []dot
 	lo, hi := math.Inf(1), 0.0
 	for _, p := range history.Pairs(events) {
@@ -557,25 +629,22 @@ func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 		lo, hi = min(lo, l), max(hi, l)
 		dots = append(dots, dot{p: p, kind: kindOf(p.Invoke.F), outc: outcomeOf(p), x: d.ax.x(p.Invoke.Time), lat: l})
 	}
-	d0, d1 := -1.0, 3.0 // decades shown when there is nothing to plot
+	sc := latencyScale{d0: -1, d1: 3} // decades shown when there is nothing to plot
 	if len(dots) > 0 {
-		d0, d1 = math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-		if d1 <= d0 {
-			d1 = d0 + 1
+		sc.d0, sc.d1 = math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		if sc.d1 <= sc.d0 {
+			sc.d1 = sc.d0 + 1
 		}
 	}
-	rows := d.labelRows()
-	top := 8 + float64(rows)*labelRowH
-	const plotH = 300.0
-	bottom := top + plotH
-	y := func(l float64) float64 { return bottom - (math.Log10(l)-d0)/(d1-d0)*plotH }
+	sc.top = 8 + float64(d.labelRows())*labelRowH
+	sc.bottom = sc.top + latencyPlotH
 
 	// De-duplicate per pixel, kind and outcome; then sample ok dots.
 	type key struct{ x, y, kind, outc int }
 	seen := map[key]bool{}
 	var kept []dot
 	for _, dt := range dots {
-		k := key{int(dt.x), int(y(dt.lat)), dt.kind, dt.outc}
+		k := key{int(dt.x), int(sc.y(dt.lat)), dt.kind, dt.outc}
 		if seen[k] {
 			st.covered++
 			continue
@@ -587,23 +656,37 @@ func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 	kept, dropped = thinOK(kept, maxDots, func(dt dot) bool { return dt.outc == oOK })
 	st.sampled += dropped
 	st.drawn = len(kept)
+	return drawLatency(d, sc, kept), st
+}
 
-	height := bottom + 40
+// drawLatency draws the latency grid, the fault bands and the dots.
+func drawLatency(d drawing, sc latencyScale, dots []dot) string {
+	height := sc.bottom + 40
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" class="plot">`+"\n",
 		f1(svgWidth), f1(height), f1(svgWidth), f1(height))
-	for e := d0; e <= d1; e++ {
-		yy := y(math.Pow(10, e))
+	for e := sc.d0; e <= sc.d1; e++ {
+		yy := sc.y(math.Pow(10, e))
 		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`, f1(marginL), f1(yy), f1(marginL+plotW), f1(yy))
 		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", f1(marginL-4), f1(yy+4), strconv.FormatFloat(math.Pow(10, e), 'f', -1, 64))
 	}
-	fmt.Fprintf(&b, `<text transform="translate(14 %s) rotate(-90)" text-anchor="middle">latency (ms, log)</text>`+"\n", f1((top+bottom)/2))
-	d.timeAxis(&b, top, bottom)
-	d.bands(&b, top, bottom)
+	fmt.Fprintf(&b, `<text transform="translate(14 %s) rotate(-90)" text-anchor="middle">latency (ms, log)</text>`+"\n", f1((sc.top+sc.bottom)/2))
+	d.timeAxis(&b, sc.top, sc.bottom)
+	d.bands(&b, sc.top, sc.bottom)
+	drawDots(&b, sc, dots)
+	d.phaseLines(&b, sc.top, sc.bottom)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// drawDots draws the dots grouped by outcome and kind: filled circles
+// for acquires, filled squares for releases, hollow circles for
+// resource operations and hollow squares for the others.
+func drawDots(b *strings.Builder, sc latencyScale, dots []dot) {
 	for o := 0; o < nOutcomes; o++ {
 		for k := 0; k < nKinds; k++ {
 			var g strings.Builder
-			for _, dt := range kept {
+			for _, dt := range dots {
 				if dt.outc != o || dt.kind != k {
 					continue
 				}
@@ -613,12 +696,12 @@ func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 				if o != oOK {
 					tip = "<title>" + esc(tooltip(dt.p, 0)) + "</title>"
 				}
-				x, yy := f1(dt.x), f1(y(dt.lat))
+				x, yy := f1(dt.x), f1(sc.y(dt.lat))
 				switch k {
 				case kAcquire, kResource:
 					fmt.Fprintf(&g, `<circle cx="%s" cy="%s" r="2">%s</circle>`+"\n", x, yy, tip)
 				default:
-					fmt.Fprintf(&g, `<rect x="%s" y="%s" width="3.5" height="3.5">%s</rect>`+"\n", f1(dt.x-1.75), f1(y(dt.lat)-1.75), tip)
+					fmt.Fprintf(&g, `<rect x="%s" y="%s" width="3.5" height="3.5">%s</rect>`+"\n", f1(dt.x-1.75), f1(sc.y(dt.lat)-1.75), tip)
 				}
 			}
 			if g.Len() == 0 {
@@ -629,12 +712,9 @@ func latencyPlot(events []history.Event, d drawing) (string, latencyStats) {
 			if k == kResource || k == kOther {
 				paint = `fill="none" stroke="` + c + `" stroke-width="1"` // hollow
 			}
-			fmt.Fprintf(&b, "<g %s>\n%s</g>\n", paint, g.String())
+			fmt.Fprintf(b, "<g %s>\n%s</g>\n", paint, g.String())
 		}
 	}
-	d.phaseLines(&b, top, bottom)
-	b.WriteString("</svg>\n")
-	return b.String(), st
 }
 
 // secs formats a run time in seconds.
