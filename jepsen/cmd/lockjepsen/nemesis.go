@@ -38,26 +38,14 @@ flags:
 `
 
 func nemesisCmd(args []string) int {
-	fs := flag.NewFlagSet("nemesis", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), nemesisUsage)
-		fs.PrintDefaults()
-	}
-	nodes := fs.Int("nodes", 3, "cluster size: 3 or 5")
-	project := fs.String("project", compose.DefaultProject, "compose project name")
-	subnet := fs.String("subnet", compose.DefaultSubnet, "first three octets of the cluster network (LOCKD_SUBNET)")
-	prefix := fs.String("port-prefix", compose.DefaultPortPrefix, "host port prefix: node k on 127.0.0.1:<prefix>k (LOCKD_PORT_PREFIX)")
-	dir := fs.String("dir", ".", "directory holding docker-compose.yml")
-	seed := fs.Int64("seed", time.Now().UnixNano(), "random seed for split and bridge")
-	unsafe := fs.String("unsafe", os.Getenv("LOCKD_UNSAFE"), "LOCKD_UNSAFE passed to the nodes on up")
-	timeout := fs.Duration("timeout", 2*time.Minute, "bound on the whole command")
+	fs, o := nemesisFlags()
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		return 2
 	}
-	if *nodes != 3 && *nodes != 5 {
+	if o.nodes != 3 && o.nodes != 5 {
 		fmt.Fprintln(os.Stderr, "nemesis: --nodes must be 3 or 5")
 		return 2
 	}
@@ -65,80 +53,141 @@ func nemesisCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c := &compose.Cluster{Dir: *dir, Project: *project, Nodes: *nodes, Subnet: *subnet, PortPrefix: *prefix}
-	if *unsafe != "" {
-		c.Env = append(c.Env, "LOCKD_UNSAFE="+*unsafe)
+	c := &compose.Cluster{Dir: o.dir, Project: o.project, Nodes: o.nodes, Subnet: o.subnet, PortPrefix: o.prefix}
+	if o.unsafe != "" {
+		c.Env = append(c.Env, "LOCKD_UNSAFE="+o.unsafe)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	r := rand.New(rand.NewSource(*seed))
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
-
-	need := func(n int) bool {
-		if len(rest) != n {
-			fmt.Fprintf(os.Stderr, "nemesis %s: want %d argument(s)\n", cmd, n)
-			return false
-		}
-		return true
-	}
-	partition := func(groups [][]string) error {
-		fmt.Printf("partition %s\n", nemesis.GroupsString(groups))
-		return nemesis.Partition(ctx, c, groups)
-	}
-	var err error
-	switch cmd {
-	case "up":
-		err = c.Up(ctx)
-		if err == nil {
-			printStatus(ctx, os.Stdout, c)
-		}
-	case "down":
-		err = c.Down(ctx)
-	case "status":
-		printStatus(ctx, os.Stdout, c)
-	case "isolate":
-		if !need(1) {
-			return 2
-		}
-		err = partition(nemesis.IsolateGroups(c.Names(), rest[0]))
-	case "isolate-leader":
-		l, _ := c.Leader(ctx)
-		if l == "" {
-			err = fmt.Errorf("no leader")
-			break
-		}
-		err = partition(nemesis.IsolateGroups(c.Names(), l))
-	case "split":
-		if len(rest) == 0 {
-			err = partition(nemesis.MajorityMinority(c.Names(), r))
-		} else {
-			err = partition(nemesis.ParseGroups(rest))
-		}
-	case "bridge":
-		err = partition(nemesis.Bridge(c.Names(), r))
-	case "heal":
-		err = nemesis.Heal(ctx, c)
-	case "kill", "restart", "pause", "resume":
-		if !need(1) {
-			return 2
-		}
-		f := map[string]func(context.Context, *compose.Cluster, string) error{
-			"kill": nemesis.Kill, "restart": nemesis.Restart,
-			"pause": nemesis.Pause, "resume": nemesis.Resume,
-		}[cmd]
-		err = f(ctx, c, rest[0])
-	case "recover":
-		err = nemesis.Healthy(ctx, c)
-	default:
+	command, ok := nemesisCommands[cmd]
+	if !ok {
 		fmt.Fprintf(os.Stderr, "nemesis: unknown command %q\n\n", cmd)
 		fs.Usage()
 		return 2
 	}
-	if err != nil {
+	if command.args != anyArgs && len(rest) != command.args {
+		fmt.Fprintf(os.Stderr, "nemesis %s: want %d argument(s)\n", cmd, command.args)
+		return 2
+	}
+	n := &nemesisSession{ctx: ctx, c: c, rand: rand.New(rand.NewSource(o.seed)), args: rest}
+	if err := command.run(n); err != nil {
 		fmt.Fprintf(os.Stderr, "nemesis %s: %v\n", cmd, err)
 		return 1
 	}
 	return 0
+}
+
+// nemesisOptions are the flags of lockjepsen nemesis.
+type nemesisOptions struct {
+	nodes                   int
+	project, subnet, prefix string
+	dir, unsafe             string
+	seed                    int64
+	timeout                 time.Duration
+}
+
+func nemesisFlags() (*flag.FlagSet, *nemesisOptions) {
+	o := &nemesisOptions{}
+	fs := flag.NewFlagSet("nemesis", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), nemesisUsage)
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&o.nodes, "nodes", 3, "cluster size: 3 or 5")
+	fs.StringVar(&o.project, "project", compose.DefaultProject, "compose project name")
+	fs.StringVar(&o.subnet, "subnet", compose.DefaultSubnet, "first three octets of the cluster network (LOCKD_SUBNET)")
+	fs.StringVar(&o.prefix, "port-prefix", compose.DefaultPortPrefix, "host port prefix: node k on 127.0.0.1:<prefix>k (LOCKD_PORT_PREFIX)")
+	fs.StringVar(&o.dir, "dir", ".", "directory holding docker-compose.yml")
+	fs.Int64Var(&o.seed, "seed", time.Now().UnixNano(), "random seed for split and bridge")
+	fs.StringVar(&o.unsafe, "unsafe", os.Getenv("LOCKD_UNSAFE"), "LOCKD_UNSAFE passed to the nodes on up")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole command")
+	return fs, o
+}
+
+// nemesisSession is one nemesis command against a cluster.
+type nemesisSession struct {
+	ctx  context.Context
+	c    *compose.Cluster
+	rand *rand.Rand // for split and bridge
+	args []string   // the command's arguments
+}
+
+// nemesisCommand is a subcommand of lockjepsen nemesis.
+type nemesisCommand struct {
+	args int // how many arguments it takes, or anyArgs
+	run  func(*nemesisSession) error
+}
+
+// anyArgs: the command ignores arguments it does not use.
+const anyArgs = -1
+
+var nemesisCommands = map[string]nemesisCommand{
+	"up":             {anyArgs, (*nemesisSession).up},
+	"down":           {anyArgs, (*nemesisSession).down},
+	"status":         {anyArgs, (*nemesisSession).status},
+	"isolate":        {1, (*nemesisSession).isolate},
+	"isolate-leader": {anyArgs, (*nemesisSession).isolateLeader},
+	"split":          {anyArgs, (*nemesisSession).split},
+	"bridge":         {anyArgs, (*nemesisSession).bridge},
+	"heal":           {anyArgs, (*nemesisSession).heal},
+	"kill":           {1, nodeFault(nemesis.Kill)},
+	"restart":        {1, nodeFault(nemesis.Restart)},
+	"pause":          {1, nodeFault(nemesis.Pause)},
+	"resume":         {1, nodeFault(nemesis.Resume)},
+	"recover":        {anyArgs, (*nemesisSession).recoverCluster},
+}
+
+func (n *nemesisSession) up() error {
+	err := n.c.Up(n.ctx)
+	if err == nil {
+		printStatus(n.ctx, os.Stdout, n.c)
+	}
+	return err
+}
+
+func (n *nemesisSession) down() error { return n.c.Down(n.ctx) }
+
+func (n *nemesisSession) status() error {
+	printStatus(n.ctx, os.Stdout, n.c)
+	return nil
+}
+
+func (n *nemesisSession) partition(groups [][]string) error {
+	fmt.Printf("partition %s\n", nemesis.GroupsString(groups))
+	return nemesis.Partition(n.ctx, n.c, groups)
+}
+
+func (n *nemesisSession) isolate() error {
+	return n.partition(nemesis.IsolateGroups(n.c.Names(), n.args[0]))
+}
+
+func (n *nemesisSession) isolateLeader() error {
+	l, _ := n.c.Leader(n.ctx)
+	if l == "" {
+		return fmt.Errorf("no leader")
+	}
+	return n.partition(nemesis.IsolateGroups(n.c.Names(), l))
+}
+
+// split makes a random majority/minority split, or the groups given.
+func (n *nemesisSession) split() error {
+	if len(n.args) == 0 {
+		return n.partition(nemesis.MajorityMinority(n.c.Names(), n.rand))
+	}
+	return n.partition(nemesis.ParseGroups(n.args))
+}
+
+func (n *nemesisSession) bridge() error { return n.partition(nemesis.Bridge(n.c.Names(), n.rand)) }
+
+func (n *nemesisSession) heal() error { return nemesis.Heal(n.ctx, n.c) }
+
+func (n *nemesisSession) recoverCluster() error { return nemesis.Healthy(n.ctx, n.c) }
+
+// nodeFault is a command that applies fault to the node its argument
+// names.
+func nodeFault(fault func(context.Context, *compose.Cluster, string) error) func(*nemesisSession) error {
+	return func(n *nemesisSession) error { return fault(n.ctx, n.c, n.args[0]) }
 }
 
 func printStatus(ctx context.Context, w io.Writer, c *compose.Cluster) {

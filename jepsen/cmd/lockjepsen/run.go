@@ -144,15 +144,8 @@ func runCmd(args []string) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	nemName := "none"
-	if len(cfg.nemeses) > 0 {
-		nemName = strings.Join(cfg.nemeses, "+")
-	}
 	started := time.Now().UTC()
-	id := fmt.Sprintf("%s-%s-%s-n%d", started.Format("20060102T150405Z"), cfg.workload, nemName, cfg.nodes)
-	if cfg.negative != "" {
-		id += "-neg-" + cfg.negative
-	}
+	id := runID(cfg, started)
 	outDir := filepath.Join(cfg.out, id)
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return 1, err
@@ -174,17 +167,7 @@ func runCmd(args []string) (int, error) {
 		cl.Env = append(cl.Env, "LOCKD_UNSAFE=no-consensus")
 	}
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
-	defer func() {
-		if cfg.keep {
-			logf("cluster %s left running (--keep)", cfg.project)
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := cl.Down(dctx); err != nil {
-			logf("tear down: %v", err)
-		}
-	}()
+	defer tearDown(cfg, cl, logf)
 	logf("starting %d nodes (project %s)", cfg.nodes, cfg.project)
 	if err := up(ctx, cl, cfg.negative == negNoConsensus); err != nil {
 		saveLogs(cl, outDir)
@@ -197,17 +180,50 @@ func runCmd(args []string) (int, error) {
 		return 1, err
 	}
 	printVerdict(sum, outDir)
+	return judgedAsExpected(cfg, sum), nil
+}
+
+// runID names a run (and its directory) after its start, workload,
+// nemesis, size and negative control.
+func runID(cfg *runConfig, started time.Time) string {
+	nemName := "none"
+	if len(cfg.nemeses) > 0 {
+		nemName = strings.Join(cfg.nemeses, "+")
+	}
+	id := fmt.Sprintf("%s-%s-%s-n%d", started.Format("20060102T150405Z"), cfg.workload, nemName, cfg.nodes)
+	if cfg.negative != "" {
+		id += "-neg-" + cfg.negative
+	}
+	return id
+}
+
+// tearDown stops the cluster unless --keep.
+func tearDown(cfg *runConfig, cl *compose.Cluster, logf func(string, ...any)) {
+	if cfg.keep {
+		logf("cluster %s left running (--keep)", cfg.project)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.Down(dctx); err != nil {
+		logf("tear down: %v", err)
+	}
+}
+
+// judgedAsExpected returns the exit code of a judged run: 0 when it is
+// valid, or for a negative control when some checker flagged it.
+func judgedAsExpected(cfg *runConfig, sum report.Summary) int {
 	switch {
 	case cfg.negative != "" && sum.Flagged():
 		fmt.Printf("negative control %q was flagged invalid, as it must be\n", cfg.negative)
-		return 0, nil
+		return 0
 	case cfg.negative != "":
 		fmt.Printf("negative control %q was NOT flagged: the checkers missed it\n", cfg.negative)
-		return 1, nil
+		return 1
 	case sum.Valid:
-		return 0, nil
+		return 0
 	}
-	return 1, nil
+	return 1
 }
 
 // up starts the cluster; under no-consensus every node is a cluster of
@@ -240,76 +256,25 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, i
 	defer rec.Close()
 	w, _ := workload.New(cfg.workload)
 	res := resource.New(cfg.negative != negUnfenced)
-	var eps []string
-	for _, n := range cl.Names() {
-		eps = append(eps, cl.HTTPAddr(n))
-	}
-	clientLog := slog.New(slog.DiscardHandler)
-	if cfg.verbose {
-		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
 	pauses := &workload.Pauses{}
-	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
-		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog}
-	clients, err := workload.NewClients(env, w, cfg.clients)
+	clients, err := newClients(cfg, cl, rec, res, w, pauses)
 	if err != nil {
 		return report.Summary{}, err
 	}
 
-	// Main phase: the workload under faults.
 	logf("workload %s with %d clients for %v; nemesis %v", cfg.workload, cfg.clients, cfg.duration, cfg.nemeses)
 	mctx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
-	faults := map[string]int{}
-	nemDone := make(chan error, 1)
-	if len(cfg.nemeses) > 0 {
-		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
-			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
-			SessionTTL: cfg.ttl}
-		if cfg.verbose {
-			ncfg.Logf = logf
-		}
-		go func() {
-			var err error
-			faults, err = nemesis.Run(mctx, cl, ncfg, func(e history.Event) { rec.Add(e) })
-			nemDone <- err
-		}()
-	} else {
-		nemDone <- nil
-	}
-	clients.Run(mctx)
-	if err := <-nemDone; err != nil {
-		logf("nemesis cleanup: %v", err)
-	}
+	faults := mainPhase(mctx, cfg, cl, rec, clients, pauses, logf)
 	logf("faults: %v", faults)
 	if ctx.Err() != nil {
 		return report.Summary{}, ctx.Err()
 	}
 
-	// Final phase: healed; every client must get its lock.
-	hctx, hcancel := context.WithTimeout(ctx, 90*time.Second)
-	if cfg.negative == negNoConsensus {
-		err = up(hctx, cl, true)
-	} else {
-		err = cl.WaitHealthy(hctx)
-	}
-	hcancel()
-	if err != nil {
-		logf("cluster not healthy after the heal: %v (the liveness check will say)", err)
-	}
-	rec.Add(history.Event{Type: history.Info, Process: history.Harness, F: history.Phase, Fault: "final"})
-	logf("final phase: every client acquires within %v", cfg.liveness)
-	clients.Final(ctx, cfg.liveness)
-	clients.Close(ctx)
-	workload.FinalRead(rec, res)
-	var nodes []checker.NodeState
-	if cfg.negative != negNoConsensus { // separate tables never converge
-		nodes = converge(ctx, cl, 30*time.Second)
-	}
+	nodes := finalPhase(ctx, cfg, cl, rec, res, clients, logf)
 	if err := rec.Close(); err != nil {
 		return report.Summary{}, err
 	}
-
 	events := rec.Events()
 	logf("checking %d events", len(events))
 	ccfg := checker.Config{Workload: cfg.workload, Limit: w.Limit(), Fenced: res.Fenced(), OutDir: outDir,
@@ -329,6 +294,77 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, i
 		return sum, err
 	}
 	return sum, nil
+}
+
+// newClients makes the workload's clients of the cluster's nodes.
+func newClients(cfg *runConfig, cl *compose.Cluster, rec *history.Recorder, res *resource.Resource,
+	w workload.Workload, pauses *workload.Pauses) (*workload.Clients, error) {
+	var eps []string
+	for _, n := range cl.Names() {
+		eps = append(eps, cl.HTTPAddr(n))
+	}
+	clientLog := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
+		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog}
+	return workload.NewClients(env, w, cfg.clients)
+}
+
+// mainPhase runs the workload under faults until ctx ends; it returns
+// the faults applied by name.
+func mainPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *history.Recorder,
+	clients *workload.Clients, pauses *workload.Pauses, logf func(string, ...any)) map[string]int {
+	faults := map[string]int{}
+	nemDone := make(chan error, 1)
+	if len(cfg.nemeses) > 0 {
+		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
+			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
+			SessionTTL: cfg.ttl}
+		if cfg.verbose {
+			ncfg.Logf = logf
+		}
+		go func() {
+			var err error
+			faults, err = nemesis.Run(ctx, cl, ncfg, func(e history.Event) { rec.Add(e) })
+			nemDone <- err
+		}()
+	} else {
+		nemDone <- nil
+	}
+	clients.Run(ctx)
+	if err := <-nemDone; err != nil {
+		logf("nemesis cleanup: %v", err)
+	}
+	return faults
+}
+
+// finalPhase heals the cluster and has every client acquire its lock,
+// then closes the clients, reads the resource and waits for the nodes to
+// converge; it returns their last reports.
+func finalPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *history.Recorder,
+	res *resource.Resource, clients *workload.Clients, logf func(string, ...any)) []checker.NodeState {
+	hctx, hcancel := context.WithTimeout(ctx, 90*time.Second)
+	var err error
+	if cfg.negative == negNoConsensus {
+		err = up(hctx, cl, true)
+	} else {
+		err = cl.WaitHealthy(hctx)
+	}
+	hcancel()
+	if err != nil {
+		logf("cluster not healthy after the heal: %v (the liveness check will say)", err)
+	}
+	rec.Add(history.Event{Type: history.Info, Process: history.Harness, F: history.Phase, Fault: "final"})
+	logf("final phase: every client acquires within %v", cfg.liveness)
+	clients.Final(ctx, cfg.liveness)
+	clients.Close(ctx)
+	workload.FinalRead(rec, res)
+	if cfg.negative == negNoConsensus { // separate tables never converge
+		return nil
+	}
+	return converge(ctx, cl, 30*time.Second)
 }
 
 // converge polls every node until all report the same applied index and
