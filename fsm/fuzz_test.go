@@ -167,10 +167,10 @@ func FuzzRecordDecode(f *testing.F) {
 				recRequest: kindOf[lockstate.RequestRecord]()}[t]
 			var rec []byte
 			_ = rr.read(func(r *mpReader) error {
-				start := r.p
+				start := r.pos
 				_, n, err := decodeRecord(recordKinds[k], r.left())
-				r.p += n
-				rec = bytes.Clone(r.b[start:r.p])
+				r.pos += n
+				rec = bytes.Clone(r.b[start:r.pos])
 				return err
 			})
 			f.Add(uint8(k), rec)

@@ -84,7 +84,7 @@ func decodeRecord(k recordKind, b []byte) (any, int, error) {
 	v := reflect.New(k.typ.Elem()).Interface()
 	r := mpReader{b: b}
 	err := k.decode(&r, v)
-	return v, r.p, err
+	return v, r.pos, err
 }
 
 // checkRecord checks rec both ways against msgpack: the hand encoder writes

@@ -340,7 +340,7 @@ func (rr *recordReader) read(decode func(*mpReader) error) error {
 		rr.r = mpReader{b: win}
 		err = decode(&rr.r)
 		if err == nil {
-			_, _ = rr.br.Discard(rr.r.p) // cannot fail: r.p <= len(win) bytes are buffered
+			_, _ = rr.br.Discard(rr.r.pos) // cannot fail: r.pos <= len(win) bytes are buffered
 			return nil
 		}
 		if !errors.Is(err, io.ErrUnexpectedEOF) || rr.eof {

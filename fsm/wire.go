@@ -19,35 +19,35 @@ import (
 // against the bytes left before anything is allocated for it. Restore
 // reads snapshot records with it too (records.go), for the same reasons.
 type mpReader struct {
-	b []byte
-	p int // read position; an index rather than reslicing b, which costs a write barrier per byte while the GC runs
+	b   []byte
+	pos int // read position; an index rather than reslicing b, which costs a write barrier per byte while the GC runs
 }
 
 // left returns the unread bytes.
-func (r *mpReader) left() []byte { return r.b[r.p:] }
+func (r *mpReader) left() []byte { return r.b[r.pos:] }
 
 var errRange = errors.New("integer out of range")
 
 func (r *mpReader) next() (byte, error) {
-	if r.p >= len(r.b) {
+	if r.pos >= len(r.b) {
 		return 0, io.ErrUnexpectedEOF
 	}
-	c := r.b[r.p]
-	r.p++
+	c := r.b[r.pos]
+	r.pos++
 	return c, nil
 }
 
 func (r *mpReader) take(n int) ([]byte, error) {
-	if n > len(r.b)-r.p {
+	if n > len(r.b)-r.pos {
 		return nil, io.ErrUnexpectedEOF
 	}
-	b := r.b[r.p : r.p+n]
-	r.p += n
+	b := r.b[r.pos : r.pos+n]
+	r.pos += n
 	return b, nil
 }
 
-// be reads an n-byte big-endian unsigned integer.
-func (r *mpReader) be(n int) (uint64, error) {
+// bigEndian reads an n-byte big-endian unsigned integer.
+func (r *mpReader) bigEndian(n int) (uint64, error) {
 	b, err := r.take(n)
 	if err != nil {
 		return 0, err
@@ -61,12 +61,12 @@ func (r *mpReader) be(n int) (uint64, error) {
 
 // count reads a 16- or 32-bit element count and checks that that many
 // values of at least per bytes each can still follow.
-func (r *mpReader) count(lenBytes, per int) (int, error) {
-	v, err := r.be(lenBytes)
+func (r *mpReader) count(lenBytes, minSize int) (int, error) {
+	v, err := r.bigEndian(lenBytes)
 	if err != nil {
 		return 0, err
 	}
-	if v > uint64((len(r.b)-r.p)/per) {
+	if v > uint64((len(r.b)-r.pos)/minSize) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	return int(v), nil
@@ -81,7 +81,7 @@ func (r *mpReader) arrayLen() (int, error) {
 	case c == 0xc0:
 		return -1, nil
 	case c >= 0x90 && c <= 0x9f:
-		if n := int(c & 0x0f); n <= len(r.b)-r.p {
+		if n := int(c & 0x0f); n <= len(r.b)-r.pos {
 			return n, nil
 		}
 		return 0, io.ErrUnexpectedEOF
@@ -99,7 +99,7 @@ func (r *mpReader) mapLen() (int, error) {
 	case err != nil:
 		return 0, err
 	case c >= 0x80 && c <= 0x8f:
-		if n := int(c & 0x0f); 2*n <= len(r.b)-r.p {
+		if n := int(c & 0x0f); 2*n <= len(r.b)-r.pos {
 			return n, nil
 		}
 		return 0, io.ErrUnexpectedEOF
@@ -122,18 +122,18 @@ func (r *mpReader) strBytes() ([]byte, error) {
 	case c >= 0xa0 && c <= 0xbf:
 		n = uint64(c & 0x1f)
 	case c == 0xd9:
-		n, err = r.be(1)
+		n, err = r.bigEndian(1)
 	case c == 0xda:
-		n, err = r.be(2)
+		n, err = r.bigEndian(2)
 	case c == 0xdb:
-		n, err = r.be(4)
+		n, err = r.bigEndian(4)
 	default:
 		return nil, fmt.Errorf("want a string, got code 0x%02x", c)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if n > uint64(len(r.b)-r.p) {
+	if n > uint64(len(r.b)-r.pos) {
 		return nil, io.ErrUnexpectedEOF
 	}
 	return r.take(int(n))
@@ -151,14 +151,14 @@ func (r *mpReader) int() (int64, error) {
 	case c >= 0xe0:
 		return int64(int8(c)), nil
 	case c >= 0xcc && c <= 0xcf: // uint8..uint64
-		v, err := r.be(1 << (c - 0xcc))
+		v, err := r.bigEndian(1 << (c - 0xcc))
 		if err == nil && v > math.MaxInt64 {
 			err = errRange
 		}
 		return int64(v), err
 	case c >= 0xd0 && c <= 0xd3: // int8..int64
 		n := 1 << (c - 0xd0)
-		v, err := r.be(n)
+		v, err := r.bigEndian(n)
 		shift := 64 - 8*n
 		return int64(v<<shift) >> shift, err // sign-extend
 	}
@@ -167,9 +167,9 @@ func (r *mpReader) int() (int64, error) {
 
 // uint reads any msgpack integer that is not negative.
 func (r *mpReader) uint() (uint64, error) {
-	if r.p < len(r.b) && r.b[r.p] == 0xcf { // uint64: the one code an int64 cannot carry
-		r.p++
-		return r.be(8)
+	if r.pos < len(r.b) && r.b[r.pos] == 0xcf { // uint64: the one code an int64 cannot carry
+		r.pos++
+		return r.bigEndian(8)
 	}
 	v, err := r.int()
 	if err == nil && v < 0 {
@@ -333,16 +333,16 @@ func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) erro
 	case c >= 0x90 && c <= 0x9f:
 		n = uint64(c & 0x0f)
 	case c == 0xdc:
-		n, err = r.be(2)
+		n, err = r.bigEndian(2)
 	case c == 0xdd:
-		n, err = r.be(4)
+		n, err = r.bigEndian(4)
 	default:
 		return fmt.Errorf("want an array, got code 0x%02x", c)
 	}
 	if err != nil {
 		return err
 	}
-	if n > uint64((len(r.b)-r.p)/minSize) {
+	if n > uint64((len(r.b)-r.pos)/minSize) {
 		return io.ErrUnexpectedEOF
 	}
 	s := *p

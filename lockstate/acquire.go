@@ -125,7 +125,7 @@ func (c *Acquire) apply(t *Table) Result {
 		}
 		lim := max(sp.Limit, 1)
 		if n != nil {
-			lim = n.effLimit(sp)
+			lim = n.limitFor(sp)
 		}
 		if sp.Weight > lim {
 			return Result{Err: errorf(CodeInvalid, "lock %q: weight %d is over its limit %d", sp.Name, sp.Weight, lim)}
@@ -146,14 +146,14 @@ func (c *Acquire) apply(t *Table) Result {
 		holdTTL: c.HoldTTL, status: Pending, created: t.index}
 	t.requests[id] = r
 
-	var okBuf [8]bool
+	var canGrantBuf [8]bool
 	var pickBuf [8]int
-	ok := okBuf[:0]
+	canGrant := canGrantBuf[:0]
 	for i, sp := range specs {
 		n := t.ensure(sp.Name)
-		ok = append(ok, t.grantable(r, i, n, s.holds[n] != nil))
+		canGrant = append(canGrant, t.grantable(r, i, n, s.holds[n] != nil))
 	}
-	switch chosen := quorum.AppendPick(pickBuf[:0], need, ok); {
+	switch chosen := quorum.AppendPick(pickBuf[:0], need, canGrant); {
 	case chosen != nil:
 		t.grant(r, chosen)
 	case c.Wait == 0:

@@ -16,19 +16,19 @@ const maxResolutions = 1 << 16
 // other sessions' earlier conflicting waiters there (h nil). These are the
 // edges of the wait-for graph.
 func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
-	r, n, m := w.req, w.n, w.mode
-	s, sp := r.s, r.specs[w.i]
-	wt := int(n.weight)
+	req, n, mode := w.req, w.n, w.mode
+	s, sp := req.s, req.specs[w.spec]
+	writeWeight := int(n.weight)
 	if own := s.holds[n]; own != nil && own.mode == Write {
-		wt -= own.weight
+		writeWeight -= own.weight
 	}
-	short := n.limit <= 1 || wt+sp.Weight > n.limit
+	full := n.limit <= 1 || writeWeight+sp.Weight > n.limit // no room beside the other write holders
 	for _, h := range n.holds {
-		if h.s != s && (h.mode == Write || m == Write) && !(h.mode == Write && m == Write && !short) {
+		if h.s != s && (h.mode == Write || mode == Write) && !(h.mode == Write && mode == Write && !full) {
 			fn(h.s, h)
 		}
 	}
-	conflicting := func(h *hold) bool { return h.s != s && (h.mode == Write || m == Write) }
+	conflicting := func(h *hold) bool { return h.s != s && (h.mode == Write || mode == Write) }
 	for a := n.parent; a != nil; a = a.parent {
 		for _, h := range a.holds {
 			if conflicting(h) {
@@ -38,35 +38,35 @@ func (t *Table) blockers(w *waiter, fn func(s *session, h *hold)) {
 	}
 	var below func(d *node)
 	below = func(d *node) {
-		for k := d.kids.first; k != nil; k = k.next {
-			if k.readers+k.writers+k.subReads+k.subWrites == 0 {
+		for child := d.children.first; child != nil; child = child.next {
+			if child.readers+child.writers+child.belowReads+child.belowWrites == 0 {
 				continue
 			}
-			for _, h := range k.holds {
+			for _, h := range child.holds {
 				if conflicting(h) {
 					fn(h.s, h)
 				}
 			}
-			below(k)
+			below(child)
 		}
 	}
-	if n.subReads+n.subWrites > 0 {
+	if n.belowReads+n.belowWrites > 0 {
 		below(n)
 	}
-	if w.upg && s.holds[n] != nil {
+	if w.upgrade && s.holds[n] != nil {
 		return // an upgrade does not wait for waiters
 	}
-	scan := func(l *wlist) {
-		for e := l.head; e != nil && e.w.req.seq < r.seq; e = e.next {
-			if e.w.req.s != s && (m == Write || e.w.mode == Write) {
+	scan := func(l *waitList) {
+		for e := l.head; e != nil && e.w.req.seq < req.seq; e = e.next {
+			if e.w.req.s != s && (mode == Write || e.w.mode == Write) {
 				fn(e.w.req.s, nil)
 			}
 		}
 	}
-	scan(&n.qs().own)
-	scan(&n.qs().sub)
+	scan(&n.queue().here)
+	scan(&n.queue().below)
 	for a := n.parent; a != nil; a = a.parent {
-		scan(&a.qs().own)
+		scan(&a.queue().here)
 	}
 }
 
@@ -148,13 +148,13 @@ func (t *Table) detectFrom(start *session, via *request) {
 			work, via = work[1:], nil
 			continue
 		}
-		cyc := t.findCycle(s, via)
+		cycle := t.findCycle(s, via)
 		via = nil // after a resolution anything of s's may close a cycle
-		if cyc == nil {
+		if cycle == nil {
 			work = work[1:]
 			continue
 		}
-		if again := t.resolve(cyc); again != nil {
+		if again := t.resolve(cycle); again != nil {
 			work = append(work, again)
 		}
 	}
@@ -197,20 +197,20 @@ func (t *Table) suspect(s *session) {
 // upgrades on related names (they skip waiters), and write waiters on a
 // semaphore the grant filled (they now wait for every write holder).
 func (t *Table) suspectNewEdges(n *node) {
-	if t.upgrades > 0 {
+	if t.queuedUpgrades > 0 {
 		for a := n; a != nil; a = a.parent {
-			for e := a.qs().upg.head; e != nil; e = e.next {
+			for e := a.queue().upgrades.head; e != nil; e = e.next {
 				t.suspect(e.w.req.s)
 			}
 		}
-		for e := n.qs().sub.head; e != nil; e = e.next {
-			if e.w.upg {
+		for e := n.queue().below.head; e != nil; e = e.next {
+			if e.w.upgrade {
 				t.suspect(e.w.req.s)
 			}
 		}
 	}
 	if n.limit > 1 {
-		for e := n.qs().ownW.head; e != nil; e = e.next {
+		for e := n.queue().hereWrites.head; e != nil; e = e.next {
 			t.suspect(e.w.req.s)
 		}
 	}
@@ -240,48 +240,48 @@ func (t *Table) recheck() {
 // waits for and queues for them again (returned, to be checked for new
 // cycles); otherwise, or when it holds nothing the predecessor waits for,
 // its pending requests that wait for its successor fail with deadlock.
-func (t *Table) resolve(cyc []*session) *session {
-	vi := 0
-	for i, s := range cyc {
-		if s.id > cyc[vi].id {
-			vi = i
+func (t *Table) resolve(cycle []*session) *session {
+	victimAt := 0
+	for i, s := range cycle {
+		if s.id > cycle[victimAt].id {
+			victimAt = i
 		}
 	}
-	v := cyc[vi]
-	succ, pred := cyc[(vi+1)%len(cyc)], cyc[(vi+len(cyc)-1)%len(cyc)]
-	if v.onDeadlock == SurrenderLock {
+	victim := cycle[victimAt]
+	successor, predecessor := cycle[(victimAt+1)%len(cycle)], cycle[(victimAt+len(cycle)-1)%len(cycle)]
+	if victim.onDeadlock == SurrenderLock {
 		seen := make(map[*hold]bool)
-		var hs []*hold
-		for _, r := range pred.pending {
+		var given []*hold
+		for _, r := range predecessor.pending {
 			for _, w := range r.waiters {
 				t.blockers(w, func(s *session, h *hold) {
-					if s == v && h != nil && !seen[h] {
+					if s == victim && h != nil && !seen[h] {
 						seen[h] = true
-						hs = append(hs, h)
+						given = append(given, h)
 					}
 				})
 			}
 		}
-		if len(hs) > 0 {
-			slices.SortFunc(hs, func(a, b *hold) int { return strings.Compare(a.n.name, b.n.name) })
-			for _, h := range hs {
+		if len(given) > 0 {
+			slices.SortFunc(given, func(a, b *hold) int { return strings.Compare(a.n.name, b.n.name) })
+			for _, h := range given {
 				t.surrender(h)
 			}
 			t.settle()
-			return v
+			return victim
 		}
 	}
-	var victims []*request
-	for _, r := range v.pending {
+	var failing []*request
+	for _, r := range victim.pending {
 		hit := false
 		for _, w := range r.waiters {
-			t.blockers(w, func(s *session, _ *hold) { hit = hit || s == succ })
+			t.blockers(w, func(s *session, _ *hold) { hit = hit || s == successor })
 		}
 		if hit {
-			victims = append(victims, r)
+			failing = append(failing, r)
 		}
 	}
-	for _, r := range victims {
+	for _, r := range failing {
 		t.fail(r, Deadlock, EvDeadlock)
 	}
 	t.settle()

@@ -25,90 +25,90 @@ type digester struct {
 	buf []byte
 }
 
-func (d *digester) u(v uint64) { d.buf = binary.AppendUvarint(d.buf, v) }
-func (d *digester) i(v int64)  { d.buf = binary.AppendVarint(d.buf, v) }
-func (d *digester) s(v string) { d.u(uint64(len(v))); d.buf = append(d.buf, v...) }
-func (d *digester) b(v bool) {
+func (d *digester) putUint(v uint64)   { d.buf = binary.AppendUvarint(d.buf, v) }
+func (d *digester) putInt(v int64)     { d.buf = binary.AppendVarint(d.buf, v) }
+func (d *digester) putString(v string) { d.putUint(uint64(len(v))); d.buf = append(d.buf, v...) }
+func (d *digester) putBool(v bool) {
 	if v {
 		d.buf = append(d.buf, 1)
 	} else {
 		d.buf = append(d.buf, 0)
 	}
 }
-func (d *digester) flush()     { d.h.Write(d.buf); d.buf = d.buf[:0] }
-func (d *digester) tag(c byte) { d.buf = append(d.buf, c) }
-func (d *digester) spec(l LockSpec) {
-	d.s(l.Name)
-	d.u(uint64(l.Mode))
-	d.i(int64(l.Weight))
-	d.i(int64(l.Limit))
+func (d *digester) flush()        { d.h.Write(d.buf); d.buf = d.buf[:0] }
+func (d *digester) putTag(c byte) { d.buf = append(d.buf, c) }
+func (d *digester) putSpec(l LockSpec) {
+	d.putString(l.Name)
+	d.putUint(uint64(l.Mode))
+	d.putInt(int64(l.Weight))
+	d.putInt(int64(l.Limit))
 }
 
 func (d *digester) record(rec any) {
 	switch r := rec.(type) {
 	case Header: // not the index: content only
-		d.tag('H')
-		d.i(int64(r.Format))
-		d.i(r.Clock)
-		d.u(r.Seq)
-		d.u(r.Forgotten)
-		d.i(int64(r.Sessions))
-		d.i(int64(r.Nodes))
-		d.i(int64(r.Requests))
+		d.putTag('H')
+		d.putInt(int64(r.Format))
+		d.putInt(r.Clock)
+		d.putUint(r.Seq)
+		d.putUint(r.Forgotten)
+		d.putInt(int64(r.Sessions))
+		d.putInt(int64(r.Nodes))
+		d.putInt(int64(r.Requests))
 	case SessionRecord:
-		d.tag('S')
-		d.u(uint64(r.ID))
-		d.s(r.Name)
-		d.i(int64(r.TTL))
-		d.s(string(r.OnDeadlock))
-		d.b(r.Ordered)
-		d.i(int64(r.LockDelay))
-		d.u(uint64(len(r.Done)))
+		d.putTag('S')
+		d.putUint(uint64(r.ID))
+		d.putString(r.Name)
+		d.putInt(int64(r.TTL))
+		d.putString(string(r.OnDeadlock))
+		d.putBool(r.Ordered)
+		d.putInt(int64(r.LockDelay))
+		d.putUint(uint64(len(r.Done)))
 		for _, id := range r.Done {
-			d.s(id)
+			d.putString(id)
 		}
 	case NodeRecord:
-		d.tag('N')
-		d.s(r.Name)
-		d.u(r.Version)
-		d.i(int64(r.Limit))
-		d.i(r.DelayUntil)
-		d.u(uint64(len(r.Holds)))
+		d.putTag('N')
+		d.putString(r.Name)
+		d.putUint(r.Version)
+		d.putInt(int64(r.Limit))
+		d.putInt(r.DelayUntil)
+		d.putUint(uint64(len(r.Holds)))
 		for _, h := range r.Holds {
-			d.u(uint64(h.Session))
-			d.u(uint64(h.Mode))
-			d.i(int64(h.Weight))
-			d.i(int64(h.Count))
-			d.u(h.Token)
-			d.i(h.Expires)
-			d.u(h.Granted)
+			d.putUint(uint64(h.Session))
+			d.putUint(uint64(h.Mode))
+			d.putInt(int64(h.Weight))
+			d.putInt(int64(h.Count))
+			d.putUint(h.Token)
+			d.putInt(h.Expires)
+			d.putUint(h.Granted)
 		}
 	case RequestRecord:
-		d.tag('R')
-		d.s(r.ID)
-		d.u(uint64(r.Session))
-		d.u(r.Seq)
-		d.u(uint64(len(r.Locks)))
+		d.putTag('R')
+		d.putString(r.ID)
+		d.putUint(uint64(r.Session))
+		d.putUint(r.Seq)
+		d.putUint(uint64(len(r.Locks)))
 		for _, l := range r.Locks {
-			d.spec(l)
+			d.putSpec(l)
 		}
-		d.s(string(r.Require))
-		d.i(int64(r.Need))
-		d.i(int64(r.HoldTTL))
-		d.i(r.Deadline)
-		d.i(int64(r.Restore))
-		d.s(string(r.Status))
-		d.u(r.Token)
-		d.u(uint64(len(r.Granted)))
+		d.putString(string(r.Require))
+		d.putInt(int64(r.Need))
+		d.putInt(int64(r.HoldTTL))
+		d.putInt(r.Deadline)
+		d.putInt(int64(r.Restore))
+		d.putString(string(r.Status))
+		d.putUint(r.Token)
+		d.putUint(uint64(len(r.Granted)))
 		for _, g := range r.Granted {
-			d.spec(LockSpec{Name: g.Name, Mode: g.Mode, Weight: g.Weight})
-			d.u(g.Token)
+			d.putSpec(LockSpec{Name: g.Name, Mode: g.Mode, Weight: g.Weight})
+			d.putUint(g.Token)
 		}
-		d.u(r.Created)
-		d.u(r.Ended)
-		d.u(uint64(len(r.Upgrade)))
+		d.putUint(r.Created)
+		d.putUint(r.Ended)
+		d.putUint(uint64(len(r.Upgrade)))
 		for _, u := range r.Upgrade {
-			d.b(u)
+			d.putBool(u)
 		}
 	}
 	d.flush()

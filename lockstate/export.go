@@ -83,14 +83,14 @@ type RequestRecord struct {
 // reproduces and Loader preserves), requests by arrival.
 func (t *Table) Export(fn func(rec any) error) error {
 	nodes := make([]*node, 0, len(t.nodes))
-	var walk func(l sibs)
-	walk = func(l sibs) {
+	var walk func(l siblings)
+	walk = func(l siblings) {
 		for n := l.first; n != nil; n = n.next {
 			nodes = append(nodes, n)
-			walk(n.kids)
+			walk(n.children)
 		}
 	}
-	walk(t.top)
+	walk(t.roots)
 	reqs := make([]*request, 0, len(t.requests))
 	for _, r := range t.requests {
 		reqs = append(reqs, r)
@@ -133,7 +133,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 		if r.status == Pending {
 			rec.Upgrade = make([]bool, len(r.waiters))
 			for i, w := range r.waiters {
-				rec.Upgrade[i] = w.upg
+				rec.Upgrade[i] = w.upgrade
 			}
 		}
 		if err := fn(rec); err != nil {
@@ -201,9 +201,9 @@ func (l *Loader) Node(rec NodeRecord) error {
 	n := &node{name: rec.Name, parent: parent}
 	t.nodes[rec.Name] = n
 	if parent != nil {
-		parent.kids.add(n)
+		parent.children.add(n)
 	} else {
-		t.top.add(n)
+		t.roots.add(n)
 	}
 	if rec.DelayUntil != 0 {
 		t.setDelay(n, rec.DelayUntil)

@@ -152,8 +152,8 @@ func waiterBlocked(v *tabView, seq uint64, sp LockSpec) string {
 // granted, and if not, why.
 func grantableNow(v *tabView, r *RequestRecord, i int) (bool, string) {
 	sp := r.Locks[i]
-	upg := i < len(r.Upgrade) && r.Upgrade[i]
-	if own := v.holdOf(r.Session, sp.Name); upg && own != nil {
+	upgrade := i < len(r.Upgrade) && r.Upgrade[i]
+	if own := v.holdOf(r.Session, sp.Name); upgrade && own != nil {
 		if own.Mode >= sp.Mode && own.Weight >= sp.Weight {
 			return true, "reentrant"
 		}

@@ -940,7 +940,7 @@ func (m *refTable) dump() dumpState {
 			Deadline: r.deadline, Restore: r.restore, Status: r.status, Token: r.token, Granted: clip(r.granted),
 			Created: r.created, Ended: r.ended}
 		if r.status == Pending {
-			dr.Upgrade = clip(r.upg)
+			dr.Upgrade = clip(r.upgrade)
 		}
 		d.Requests = append(d.Requests, dr)
 	}

@@ -73,7 +73,7 @@ type refReq struct {
 	holdTTL  time.Duration
 	deadline int64
 	restore  int
-	upg      []bool // the session held the name when the request was queued
+	upgrade  []bool // the session held the name when the request was queued
 	status   Status
 	token    uint64
 	granted  []Grant
@@ -237,7 +237,7 @@ func (m *refTable) waitBlocked(seq uint64, sp LockSpec) bool {
 // grantable decides one constituent of r by the rules.
 func (m *refTable) grantable(r *refReq, i int) bool {
 	sp := r.specs[i]
-	if r.upg[i] {
+	if r.upgrade[i] {
 		if h := m.holdOf(r.sess, sp.Name); h != nil {
 			if h.mode >= sp.Mode && h.weight >= sp.Weight {
 				return true // reentrant
@@ -341,7 +341,7 @@ func (m *refTable) suspectNewEdges(granting *refReq, name string) {
 				continue
 			}
 			for i, sp := range p.specs {
-				if match(sp, p.upg[i]) {
+				if match(sp, p.upgrade[i]) {
 					m.suspect(p.sess)
 				}
 			}
@@ -362,7 +362,7 @@ func (m *refTable) dropHold(h *refHold, kind EventKind) {
 	m.holds = slices.DeleteFunc(m.holds, func(x *refHold) bool { return x == h })
 	for _, r := range m.pending {
 		for i, sp := range r.specs {
-			if r.sess == h.sess && sp.Name == h.name && r.upg[i] {
+			if r.sess == h.sess && sp.Name == h.name && r.upgrade[i] {
 				m.suspect(h.sess) // its upgrade now waits for earlier waiters too
 			}
 		}
@@ -373,9 +373,9 @@ func (m *refTable) dropHold(h *refHold, kind EventKind) {
 
 // enqueue queues r; its upgrade flags say which names its session holds now.
 func (m *refTable) enqueue(r *refReq) {
-	r.upg = make([]bool, len(r.specs))
+	r.upgrade = make([]bool, len(r.specs))
 	for i, sp := range r.specs {
-		r.upg[i] = m.holdOf(r.sess, sp.Name) != nil
+		r.upgrade[i] = m.holdOf(r.sess, sp.Name) != nil
 		if !m.used(sp.Name) {
 			m.limits[sp.Name] = max(sp.Limit, 1)
 		}
@@ -509,7 +509,7 @@ func (m *refTable) blockers(r *refReq, i int, fn func(s SessionID, h *refHold)) 
 			fn(h.sess, h)
 		}
 	}
-	if r.upg[i] && m.holdOf(r.sess, sp.Name) != nil {
+	if r.upgrade[i] && m.holdOf(r.sess, sp.Name) != nil {
 		return // an upgrade waits for holders only
 	}
 	for _, p := range m.pending {
@@ -932,9 +932,9 @@ func (m *refTable) acquire(c *Acquire) refResult {
 		status: Pending, created: m.index}
 	m.reqs[id] = r
 	m.remembered = append(m.remembered, r)
-	r.upg = make([]bool, len(specs))
+	r.upgrade = make([]bool, len(specs))
 	for i, sp := range specs {
-		r.upg[i] = m.holdOf(s.id, sp.Name) != nil
+		r.upgrade[i] = m.holdOf(s.id, sp.Name) != nil
 	}
 	switch chosen := m.choose(r); {
 	case chosen != nil:
@@ -1080,7 +1080,7 @@ func refFromTable(t *Table) *refTable {
 			}
 		case RequestRecord:
 			q := &refReq{id: r.ID, sess: r.Session, seq: r.Seq, specs: slices.Clone(r.Locks), need: r.Need,
-				holdTTL: r.HoldTTL, deadline: r.Deadline, restore: r.Restore, upg: slices.Clone(r.Upgrade),
+				holdTTL: r.HoldTTL, deadline: r.Deadline, restore: r.Restore, upgrade: slices.Clone(r.Upgrade),
 				status: r.Status, token: r.Token, granted: slices.Clone(r.Granted), created: r.Created, ended: r.Ended}
 			m.reqs[q.id] = q
 			m.remembered = append(m.remembered, q)

@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// Minimal reproducers of engine bugs found with TestModelRandom (the last
-// one built by hand from its neighbour), kept as regression tests. Each
-// states the rule it checks and which check found it; each failed before
-// its fix.
+// Regression tests: minimal reproducers of engine bugs found with
+// TestModelRandom (the last one built by hand from its neighbour), each
+// named after the behaviour it checks. Each comment states the rule, the
+// bug and which check found it; each test failed before its fix. Four of
+// them are wait-for cycles closed other than by queueing a request: the
+// sources of wait-for edges are listed in deadlock.go.
 
 // mustAcquire applies an acquire and fails the test if it errs or ends
 // with a status other than want.
@@ -34,7 +36,7 @@ func lock(name string, m Mode, weight, limit int) LockSpec {
 // granted, the engine sets the limit from that spec: 1, below the weight
 // the waiter now holds. Found as a model mismatch (limit) and the
 // semaphore-weight invariant.
-func TestBugLimitResetWhenWaiterGranted(t *testing.T) {
+func TestGrantedWaiterKeepsSemaphoreLimit(t *testing.T) {
 	d := newDriver(t)
 	a, b := d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: a, Locks: []LockSpec{lock("sem", Write, 1, 3)}}, Granted)
@@ -59,7 +61,7 @@ func TestBugLimitResetWhenWaiterGranted(t *testing.T) {
 // does not). The grant wakes only the upgrading session's own requests, so
 // the waiter is left waiting although it conflicts with nobody. Found by
 // the grantable-waiter invariant.
-func TestBugSemaphoreUpgradeLeavesGrantableWaiter(t *testing.T) {
+func TestSemaphoreUpgradeWakesWriteWaiterThatFits(t *testing.T) {
 	d := newDriver(t)
 	a, b := d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: a, Locks: []LockSpec{lock("sem", Read, 1, 3)}}, Granted)
@@ -105,7 +107,7 @@ func hasCycle(edges []Edge) bool {
 // waiters: a new edge, made by a Release. Here it closes a cycle that
 // nothing resolves (both requests wait until their deadlines). Found by
 // the deadlock-cycle invariant.
-func TestBugCycleClosedByReleaseOfUpgradedName(t *testing.T) {
+func TestCycleClosedByReleaseUnderOwnUpgradeIsBroken(t *testing.T) {
 	d := newDriver(t)
 	s1, s2, s3 := d.session(), d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: s1, Locks: []LockSpec{lock("a", Read, 0, 0), lock("m", Write, 0, 0)}}, Granted)
@@ -130,7 +132,7 @@ func TestBugCycleClosedByReleaseOfUpgradedName(t *testing.T) {
 // ahead of an earlier waiter, which then waits for the upgraded hold, a
 // new edge made by a grant. Here it closes a cycle that nothing resolves.
 // Found by the deadlock-cycle invariant.
-func TestBugCycleClosedByUpgradeGrant(t *testing.T) {
+func TestCycleClosedByUpgradeGrantIsBroken(t *testing.T) {
 	d := newDriver(t)
 	p, x, z := d.session(), d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: p, Locks: []LockSpec{lock("p", Write, 0, 0)}}, Granted)
@@ -156,7 +158,7 @@ func TestBugCycleClosedByUpgradeGrant(t *testing.T) {
 // blocking query can wait for version > V" (docs/architecture.md). Once a
 // name is released and forgotten, Version returns 0, so such a query
 // never sees the release. Found by the version-decrease check.
-func TestBugVersionDecreasesWhenNameForgotten(t *testing.T) {
+func TestForgottenNameVersionDoesNotDecrease(t *testing.T) {
 	d := newDriver(t)
 	s := d.session()
 	d.acquire(s, "a/b", Write, 0)
@@ -171,7 +173,7 @@ func TestBugVersionDecreasesWhenNameForgotten(t *testing.T) {
 // every queue as it was, but the versions of its names move (they were
 // touched while it was queued): a blocking query on them wakes for no
 // change. Found by the version-spurious check.
-func TestBugVersionMovesWithoutQueueChange(t *testing.T) {
+func TestInstantDeadlockVictimLeavesVersions(t *testing.T) {
 	d := newDriver(t)
 	s1, s2 := d.session(), d.session()
 	d.acquire(s1, "a", Write, 0)
@@ -197,7 +199,7 @@ func TestBugVersionMovesWithoutQueueChange(t *testing.T) {
 // by a grant (here one a Release triggers). Here it closes a cycle that
 // nothing resolves. Found by the deadlock-cycle invariant (seed 1173 of
 // -model.seeds=3000, on 5699a54).
-func TestBugCycleClosedByGrantToEarlierWaiterOfUpgradedName(t *testing.T) {
+func TestCycleClosedByGrantAheadOfPendingUpgradeIsBroken(t *testing.T) {
 	d := newDriver(t)
 	p, x, y, q := d.session(), d.session(), d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: x, Locks: []LockSpec{lock("n", Read, 0, 0), lock("m", Write, 0, 0)}}, Granted)
@@ -229,7 +231,7 @@ func TestBugCycleClosedByGrantToEarlierWaiterOfUpgradedName(t *testing.T) {
 // a cycle that nothing resolves. Found by looking for other grants that add
 // edges after the previous test; the deadlock-cycle invariant reports it
 // when a random run comes across it.
-func TestBugCycleClosedBySemaphoreFillingUp(t *testing.T) {
+func TestCycleClosedBySemaphoreFillingUpIsBroken(t *testing.T) {
 	d := newDriver(t)
 	y, z, x, o := d.session(), d.session(), d.session(), d.session()
 	mustAcquire(t, d, &Acquire{Session: y, Locks: []LockSpec{lock("sem", Write, 1, 3)}}, Granted)

@@ -119,7 +119,7 @@ func (t *Table) blocksSomeone(h *hold) bool {
 	conflicts := func(w *waiter) bool {
 		return w.req.s != s && (h.mode == Write || w.mode == Write)
 	}
-	scan := func(l *wlist) bool {
+	scan := func(l *waitList) bool {
 		for e := l.head; e != nil; e = e.next {
 			if conflicts(e.w) {
 				return true
@@ -127,11 +127,11 @@ func (t *Table) blocksSomeone(h *hold) bool {
 		}
 		return false
 	}
-	if scan(&n.qs().own) || scan(&n.qs().sub) {
+	if scan(&n.queue().here) || scan(&n.queue().below) {
 		return true
 	}
 	for a := n.parent; a != nil; a = a.parent {
-		if scan(&a.qs().own) {
+		if scan(&a.queue().here) {
 			return true
 		}
 	}
@@ -152,7 +152,7 @@ func (t *Table) surrender(h *hold) *request {
 	t.requests[r.id] = r
 	t.dropHold(h, EvSurrendered)
 	t.enqueue(r)
-	t.cands.add(r) // it may be grantable at once if the waiters did not conflict after all
+	t.candidates.add(r) // it may be grantable at once if the waiters did not conflict after all
 	return r
 }
 

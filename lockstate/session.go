@@ -36,12 +36,12 @@ func (c *CreateSession) Validate() *Error {
 // apply opens the session; its id is the entry's index.
 func (c *CreateSession) apply(t *Table) Result {
 	id := SessionID(t.index)
-	od := c.OnDeadlock
-	if od == "" {
-		od = Abort
+	policy := c.OnDeadlock
+	if policy == "" {
+		policy = Abort
 	}
 	t.sessions[id] = &session{
-		id: id, name: c.Name, ttl: c.TTL, onDeadlock: od, ordered: c.Ordered, lockDelay: c.LockDelay,
+		id: id, name: c.Name, ttl: c.TTL, onDeadlock: policy, ordered: c.Ordered, lockDelay: c.LockDelay,
 		holds: make(map[*node]*hold),
 	}
 	t.emit(EvSessionCreated, id, "", "", 0)
@@ -126,7 +126,7 @@ func (t *Table) setDelay(n *node, until int64) {
 	}
 	if n.delayUntil == 0 {
 		for a := n.parent; a != nil; a = a.parent {
-			a.subDelays++
+			a.belowDelays++
 		}
 	}
 	n.delayUntil = until
@@ -137,7 +137,7 @@ func (t *Table) setDelay(n *node, until int64) {
 func (t *Table) clearDelay(n *node) {
 	n.delayUntil = 0
 	for a := n.parent; a != nil; a = a.parent {
-		a.subDelays--
+		a.belowDelays--
 	}
 	t.touch(n)
 	t.wake(n)

@@ -18,7 +18,7 @@ type Table struct {
 	sessions map[SessionID]*session
 	nodes    map[string]*node
 	requests map[string]*request
-	top      sibs // top-level names in creation order
+	roots    siblings // top-level names in creation order
 
 	deadlines deadlines
 
@@ -27,14 +27,14 @@ type Table struct {
 	// Scratch for the entry being applied. Events are carved out of a
 	// shared chunk (each result gets a full slice expression, so nobody
 	// can append into another's events) to save an allocation per entry.
-	events     []Event
-	evStart    int
-	cands      candQueue
-	touched    []*node
-	suspects   []*session // sessions that gained wait-for edges other than by queueing
-	justQueued []*request // requests queued and not yet searched for cycles
+	events      []Event
+	eventsStart int
+	candidates  candidateQueue
+	touched     []*node
+	suspects    []*session // sessions that gained wait-for edges other than by queueing
+	justQueued  []*request // requests queued and not yet searched for cycles
 
-	upgrades int // queued upgrade waiters, so grants skip looking for them when there are none
+	queuedUpgrades int // queued upgrade waiters, so grants skip looking for them when there are none
 
 	// work counts waiter-list steps and candidate evaluations. Nothing reads
 	// it but a test that checks a release's cost does not grow with
@@ -51,25 +51,25 @@ type Table struct {
 type node struct {
 	name       string
 	parent     *node
-	kids       sibs    // children in creation order
-	prev, next *node   // siblings
-	version    uint64  // index of the last entry that changed its queue
-	limit      int     // semaphore size while in use; 0 when unused
-	holds      []*hold // in grant order
-	q          *queues // nil until a waiter is queued here or below
-	delayUntil int64   // lock-delay end on the table clock; 0 = none
+	children   siblings   // children in creation order
+	prev, next *node      // siblings
+	version    uint64     // index of the last entry that changed its queue
+	limit      int        // semaphore size while in use; 0 when unused
+	holds      []*hold    // in grant order
+	waiting    *waitQueue // nil until a waiter is queued here or below
+	delayUntil int64      // lock-delay end on the table clock; 0 = none
 
-	readers, writers    int32 // holds here, by mode
-	weight              int32 // sum of write holds' weights here
-	subReads, subWrites int32 // holds strictly below, by mode
-	subDelays           int32 // delayed nodes strictly below
+	readers, writers        int32 // holds here, by mode
+	weight                  int32 // sum of write holds' weights here
+	belowReads, belowWrites int32 // holds strictly below, by mode
+	belowDelays             int32 // delayed nodes strictly below
 }
 
-// sibs is an intrusive list of sibling nodes in creation order. The order
+// siblings is an intrusive list of sibling nodes in creation order. The order
 // is part of the state: Export walks it, so no export has to sort names.
-type sibs struct{ first, last *node }
+type siblings struct{ first, last *node }
 
-func (l *sibs) add(n *node) {
+func (l *siblings) add(n *node) {
 	n.prev = l.last
 	if l.last == nil {
 		l.first = n
@@ -79,7 +79,7 @@ func (l *sibs) add(n *node) {
 	l.last = n
 }
 
-func (l *sibs) remove(n *node) {
+func (l *siblings) remove(n *node) {
 	if n.prev == nil {
 		l.first = n.next
 	} else {
@@ -93,36 +93,36 @@ func (l *sibs) remove(n *node) {
 	n.prev, n.next = nil, nil
 }
 
-// queues are a node's waiter lists.
-type queues struct {
-	own, ownW wlist // waiters on this name (all / write)
-	sub, subW wlist // waiters strictly below (all / write)
-	upg       wlist // waiters on this name whose session already holds it
+// waitQueue holds a node's waiter lists.
+type waitQueue struct {
+	here, hereWrites   waitList // waiters on this name (all / write)
+	below, belowWrites waitList // waiters strictly below (all / write)
+	upgrades           waitList // waiters on this name whose session already holds it
 }
 
-// noQueues stands in for a node without waiters; it is only ever read.
-var noQueues queues
+// emptyQueue stands in for a node without waiters; it is only ever read.
+var emptyQueue waitQueue
 
-// qs returns n's waiter lists for reading.
-func (n *node) qs() *queues {
-	if n.q == nil {
-		return &noQueues
+// queue returns n's waiter lists for reading.
+func (n *node) queue() *waitQueue {
+	if n.waiting == nil {
+		return &emptyQueue
 	}
-	return n.q
+	return n.waiting
 }
 
-// wq returns n's waiter lists for queueing, making them on first use.
-func (n *node) wq() *queues {
-	if n.q == nil {
-		n.q = new(queues)
+// queueForAdd returns n's waiter lists for queueing, making them on first use.
+func (n *node) queueForAdd() *waitQueue {
+	if n.waiting == nil {
+		n.waiting = new(waitQueue)
 	}
-	return n.q
+	return n.waiting
 }
 
-func (n *node) inUse() bool { return len(n.holds) > 0 || (n.q != nil && n.q.own.n > 0) }
+func (n *node) inUse() bool { return len(n.holds) > 0 || (n.waiting != nil && n.waiting.here.size > 0) }
 
-// effLimit is the semaphore size a spec would see on n.
-func (n *node) effLimit(spec LockSpec) int {
+// limitFor is the semaphore size a spec would see on n.
+func (n *node) limitFor(spec LockSpec) int {
 	if n.inUse() {
 		return n.limit
 	}
@@ -215,13 +215,13 @@ func (t *Table) Apply(e Entry) Result {
 	t.recheck()
 	t.collect()
 	t.trimDeadlines()
-	if len(t.events) > t.evStart {
-		res.Events = t.events[t.evStart:len(t.events):len(t.events)]
+	if len(t.events) > t.eventsStart {
+		res.Events = t.events[t.eventsStart:len(t.events):len(t.events)]
 	}
 	if cap(t.events)-len(t.events) < 4 {
 		t.events = make([]Event, 0, 256)
 	}
-	t.evStart = len(t.events)
+	t.eventsStart = len(t.events)
 	return res
 }
 
@@ -250,9 +250,9 @@ func (t *Table) ensure(name string) *node {
 	t.touched = append(t.touched, n)
 	t.nodes[name] = n
 	if parent != nil {
-		parent.kids.add(n)
+		parent.children.add(n)
 	} else {
-		t.top.add(n)
+		t.roots.add(n)
 	}
 	return n
 }
@@ -260,14 +260,14 @@ func (t *Table) ensure(name string) *node {
 // collect removes the nodes this entry touched that no longer hold anything.
 func (t *Table) collect() {
 	for _, n := range t.touched {
-		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.kids.first == nil && n.delayUntil == 0 && n.qs().upg.n == 0 {
+		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.children.first == nil && n.delayUntil == 0 && n.queue().upgrades.size == 0 {
 			delete(t.nodes, n.name)
 			t.forgotten = t.index
 			p := n.parent
 			if p != nil {
-				p.kids.remove(n)
+				p.children.remove(n)
 			} else {
-				t.top.remove(n)
+				t.roots.remove(n)
 			}
 			n = p
 		}
@@ -280,51 +280,51 @@ func (t *Table) collect() {
 // holdConflict reports whether a grant of mode m (weight w) on n to s would
 // conflict with another session's hold on n, an ancestor or a descendant,
 // or with a lock-delay there. s's own holds never conflict with it.
-func (t *Table) holdConflict(s *session, n *node, m Mode, w int) bool {
-	r, wr, wt := n.readers, n.writers, int(n.weight)
+func (t *Table) holdConflict(s *session, n *node, mode Mode, weight int) bool {
+	readers, writers, writeWeight := n.readers, n.writers, int(n.weight)
 	if own := s.holds[n]; own != nil {
 		if own.mode == Read {
-			r--
+			readers--
 		} else {
-			wr--
-			wt -= own.weight
+			writers--
+			writeWeight -= own.weight
 		}
 	}
-	if m == Read {
-		if wr > 0 {
+	if mode == Read {
+		if writers > 0 {
 			return true
 		}
-	} else if r > 0 || (wr > 0 && (n.limit <= 1 || wt+w > n.limit)) {
+	} else if readers > 0 || (writers > 0 && (n.limit <= 1 || writeWeight+weight > n.limit)) {
 		return true
 	}
-	if n.delayUntil != 0 || n.subDelays > 0 {
+	if n.delayUntil != 0 || n.belowDelays > 0 {
 		return true
 	}
 	for a := n.parent; a != nil; a = a.parent {
-		ar, aw := a.readers, a.writers
+		ancestorReaders, ancestorWriters := a.readers, a.writers
 		if own := s.holds[a]; own != nil {
 			if own.mode == Read {
-				ar--
+				ancestorReaders--
 			} else {
-				aw--
+				ancestorWriters--
 			}
 		}
-		if aw > 0 || (m == Write && ar > 0) || a.delayUntil != 0 {
+		if ancestorWriters > 0 || (mode == Write && ancestorReaders > 0) || a.delayUntil != 0 {
 			return true
 		}
 	}
-	if n.subWrites > 0 || (m == Write && n.subReads > 0) {
-		sr, sw := n.subReads, n.subWrites
-		for hn, h := range s.holds { // counting only: map order cannot leak
-			if hn != n && covers(n.name, hn.name) {
+	if n.belowWrites > 0 || (mode == Write && n.belowReads > 0) {
+		belowReaders, belowWriters := n.belowReads, n.belowWrites
+		for held, h := range s.holds { // counting only: map order cannot leak
+			if held != n && covers(n.name, held.name) {
 				if h.mode == Read {
-					sr--
+					belowReaders--
 				} else {
-					sw--
+					belowWriters--
 				}
 			}
 		}
-		if sw > 0 || (m == Write && sr > 0) {
+		if belowWriters > 0 || (mode == Write && belowReaders > 0) {
 			return true
 		}
 	}
@@ -334,12 +334,12 @@ func (t *Table) holdConflict(s *session, n *node, m Mode, w int) bool {
 // waitConflict reports whether a waiter that arrived before seq conflicts
 // with mode m on n, an ancestor or a descendant. The session's own earlier
 // requests count too: a session's requests are served in its own order.
-func waitConflict(n *node, m Mode, seq uint64) bool {
-	if q := n.qs(); earlier(&q.own, &q.ownW, m, seq) || earlier(&q.sub, &q.subW, m, seq) {
+func waitConflict(n *node, mode Mode, seq uint64) bool {
+	if q := n.queue(); earlier(&q.here, &q.hereWrites, mode, seq) || earlier(&q.below, &q.belowWrites, mode, seq) {
 		return true
 	}
 	for a := n.parent; a != nil; a = a.parent {
-		if q := a.qs(); earlier(&q.own, &q.ownW, m, seq) {
+		if q := a.queue(); earlier(&q.here, &q.hereWrites, mode, seq) {
 			return true
 		}
 	}
@@ -370,16 +370,16 @@ func (t *Table) grantable(r *request, i int, n *node, held bool) bool {
 // choose returns the specs of a pending r to grant now, or nil. buf is
 // scratch space for the answer.
 func (t *Table) choose(r *request, buf []int) []int {
-	var okBuf [8]bool // most requests name few locks: no allocation
-	ok := okBuf[:0]
+	var canGrantBuf [8]bool // most requests name few locks: no allocation
+	canGrant := canGrantBuf[:0]
 	for i, w := range r.waiters {
-		g := t.grantable(r, i, w.n, w.upg)
+		g := t.grantable(r, i, w.n, w.upgrade)
 		if !g && r.need == len(r.specs) {
 			return nil
 		}
-		ok = append(ok, g)
+		canGrant = append(canGrant, g)
 	}
-	return quorum.AppendPick(buf, r.need, ok)
+	return quorum.AppendPick(buf, r.need, canGrant)
 }
 
 // grant gives r the chosen specs at this entry's index and finishes it.
@@ -434,7 +434,7 @@ func (t *Table) grant(r *request, chosen []int) {
 	// A grant can only block others, except that the session's own queued
 	// requests may now be reentrant: look at them again.
 	for _, p := range s.pending {
-		t.cands.add(p)
+		t.candidates.add(p)
 	}
 }
 
@@ -466,13 +466,13 @@ func (t *Table) countHold(h *hold, d int32) {
 	if h.mode == Read {
 		n.readers += d
 		for a := n.parent; a != nil; a = a.parent {
-			a.subReads += d
+			a.belowReads += d
 		}
 	} else {
 		n.writers += d
 		n.weight += d * int32(h.weight)
 		for a := n.parent; a != nil; a = a.parent {
-			a.subWrites += d
+			a.belowWrites += d
 		}
 	}
 }
@@ -494,7 +494,7 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 	}
 	// The session's own upgrades queued on n now wait for earlier waiters
 	// too (see suspect).
-	for e := n.qs().upg.head; e != nil; e = e.next {
+	for e := n.queue().upgrades.head; e != nil; e = e.next {
 		if e.w.req.s == s {
 			t.suspect(s)
 			break
@@ -510,39 +510,39 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 // enqueue puts a pending r on the queues of all its names. It does not
 // touch their versions: the caller does once r is known to stay queued.
 func (t *Table) enqueue(r *request) {
-	upg := make([]bool, len(r.specs))
+	upgrades := make([]bool, len(r.specs))
 	for i, sp := range r.specs {
 		n := t.ensure(sp.Name)
-		upg[i] = r.s.holds[n] != nil
+		upgrades[i] = r.s.holds[n] != nil
 	}
-	t.enqueueAs(r, upg, true)
+	t.enqueueAs(r, upgrades, true)
 }
 
 // enqueueAs queues r with the given upgrade flags. On load (setLimits
 // false) the nodes already carry their recorded limits.
-func (t *Table) enqueueAs(r *request, upg []bool, setLimits bool) {
+func (t *Table) enqueueAs(r *request, upgrades []bool, setLimits bool) {
 	r.waiters = make([]*waiter, len(r.specs))
 	for i, sp := range r.specs {
 		n := t.ensure(sp.Name)
 		if setLimits && !n.inUse() {
 			n.limit = max(sp.Limit, 1)
 		}
-		w := &waiter{req: r, i: i, n: n, mode: sp.Mode, upg: upg[i]}
+		w := &waiter{req: r, spec: i, n: n, mode: sp.Mode, upgrade: upgrades[i]}
 		w.elems = make([]*elem, 0, 4)
-		q := n.wq()
-		q.own.push(w)
+		q := n.queueForAdd()
+		q.here.push(w)
 		if w.mode == Write {
-			q.ownW.push(w)
+			q.hereWrites.push(w)
 		}
-		if w.upg {
-			q.upg.push(w)
-			t.upgrades++
+		if w.upgrade {
+			q.upgrades.push(w)
+			t.queuedUpgrades++
 		}
 		for a := n.parent; a != nil; a = a.parent {
-			aq := a.wq()
-			aq.sub.push(w)
+			aq := a.queueForAdd()
+			aq.below.push(w)
 			if w.mode == Write {
-				aq.subW.push(w)
+				aq.belowWrites.push(w)
 			}
 		}
 		r.waiters[i] = w
@@ -560,8 +560,8 @@ func (t *Table) unqueue(r *request) {
 			e.list.remove(e)
 		}
 		w.elems = nil
-		if w.upg {
-			t.upgrades--
+		if w.upgrade {
+			t.queuedUpgrades--
 		}
 		if !w.n.inUse() {
 			w.n.limit = 0
@@ -589,29 +589,29 @@ func (t *Table) unqueue(r *request) {
 // upgrades, and every waiter below n.
 func (t *Table) wake(n *node) {
 	for a := n; a != nil; a = a.parent {
-		q := a.qs()
-		for e := q.own.head; e != nil; e = e.next {
+		q := a.queue()
+		for e := q.here.head; e != nil; e = e.next {
 			t.work++
-			t.cands.add(e.w.req)
+			t.candidates.add(e.w.req)
 			if e.w.mode == Write {
 				break
 			}
 		}
-		for e := q.upg.head; e != nil; e = e.next {
+		for e := q.upgrades.head; e != nil; e = e.next {
 			t.work++
-			t.cands.add(e.w.req)
+			t.candidates.add(e.w.req)
 		}
 	}
-	for e := n.qs().sub.head; e != nil; e = e.next {
+	for e := n.queue().below.head; e != nil; e = e.next {
 		t.work++
-		t.cands.add(e.w.req)
+		t.candidates.add(e.w.req)
 	}
 }
 
 // settle grants, in arrival order, every queued candidate that can be.
 func (t *Table) settle() {
-	for t.cands.Len() > 0 {
-		r := heap.Pop(&t.cands).(*request)
+	for t.candidates.Len() > 0 {
+		r := heap.Pop(&t.candidates).(*request)
 		r.queued = false
 		t.work++
 		if r.status != Pending {
@@ -645,14 +645,14 @@ func (t *Table) finish(r *request, st Status) {
 	}
 }
 
-// candQueue orders candidate requests by arrival.
-type candQueue []*request
+// candidateQueue orders candidate requests by arrival.
+type candidateQueue []*request
 
-func (q candQueue) Len() int           { return len(q) }
-func (q candQueue) Less(i, j int) bool { return q[i].seq < q[j].seq }
-func (q candQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *candQueue) Push(x any)        { *q = append(*q, x.(*request)) }
-func (q *candQueue) Pop() any {
+func (q candidateQueue) Len() int           { return len(q) }
+func (q candidateQueue) Less(i, j int) bool { return q[i].seq < q[j].seq }
+func (q candidateQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *candidateQueue) Push(x any)        { *q = append(*q, x.(*request)) }
+func (q *candidateQueue) Pop() any {
 	old := *q
 	r := old[len(old)-1]
 	old[len(old)-1] = nil
@@ -660,7 +660,7 @@ func (q *candQueue) Pop() any {
 	return r
 }
 
-func (q *candQueue) add(r *request) {
+func (q *candidateQueue) add(r *request) {
 	if !r.queued && r.status == Pending {
 		r.queued = true
 		heap.Push(q, r)

@@ -55,17 +55,17 @@ type HeldLock struct {
 }
 
 func (n *node) info() LockInfo {
-	li := LockInfo{Name: n.name, Version: n.version, Limit: n.limit, DelayedUntil: n.delayUntil,
-		Holders: make([]Holder, 0, len(n.holds)), Waiters: make([]Waiter, 0, n.qs().own.n)}
+	info := LockInfo{Name: n.name, Version: n.version, Limit: n.limit, DelayedUntil: n.delayUntil,
+		Holders: make([]Holder, 0, len(n.holds)), Waiters: make([]Waiter, 0, n.queue().here.size)}
 	for _, h := range n.holds {
-		li.Holders = append(li.Holders, h.view())
+		info.Holders = append(info.Holders, h.view())
 	}
-	for e := n.qs().own.head; e != nil; e = e.next {
+	for e := n.queue().here.head; e != nil; e = e.next {
 		r := e.w.req
-		li.Waiters = append(li.Waiters, Waiter{Session: r.s.id, RequestID: r.id, Mode: e.w.mode,
-			Weight: r.specs[e.w.i].Weight, Seq: r.seq})
+		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, RequestID: r.id, Mode: e.w.mode,
+			Weight: r.specs[e.w.spec].Weight, Seq: r.seq})
 	}
-	return li
+	return info
 }
 
 func (h *hold) view() Holder {
@@ -112,15 +112,15 @@ func (t *Table) Locks(prefix string) []LockInfo {
 }
 
 func (s *session) info() SessionInfo {
-	si := SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock, Ordered: s.ordered,
+	info := SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock, Ordered: s.ordered,
 		LockDelay: s.lockDelay, Held: []HeldLock{}, Pending: []string{}}
 	for _, h := range s.sortedHolds() {
-		si.Held = append(si.Held, HeldLock{Name: h.n.name, Holder: h.view()})
+		info.Held = append(info.Held, HeldLock{Name: h.n.name, Holder: h.view()})
 	}
 	for _, r := range s.pending {
-		si.Pending = append(si.Pending, r.id)
+		info.Pending = append(info.Pending, r.id)
 	}
-	return si
+	return info
 }
 
 // Session returns one session.
@@ -226,7 +226,7 @@ func (t *Table) Stats() Stats {
 			st.Locks++
 		}
 		st.Holds += len(n.holds)
-		st.Waiters += n.qs().own.n
+		st.Waiters += n.queue().here.size
 	}
 	return st
 }
