@@ -141,71 +141,106 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // error is the cleanup's, if any; failures to apply a fault are logged
 // and counted under "error".
 func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.Event)) (map[string]int, error) {
-	r := cfg.Rand
-	if r == nil {
-		r = rand.New(rand.NewSource(time.Now().UnixNano()))
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 10 * time.Second
-	}
-	if cfg.FaultDuration <= 0 {
-		cfg.FaultDuration = 15 * time.Second
-	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	if rec == nil {
-		rec = func(history.Event) {}
-	}
 	if err := ValidKinds(cfg.Kinds); err != nil {
 		return nil, err
 	}
+	s := newSchedule(c, cfg, rec)
 	choices := faultsOf(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0)
-	counts := map[string]int{}
 	if len(choices) == 0 {
 		<-ctx.Done()
-		return counts, nil
+		return s.counts, nil
 	}
-	record := func(f string, ft *fault) {
-		rec(history.Event{Process: history.Nemesis, Type: history.Info, F: f,
-			Fault: ft.name, Targets: ft.targets})
-	}
-
 	var cur *fault
-	for sleep(ctx, between(r, cfg.Interval/2, cfg.Interval)) {
-		name := choices[r.Intn(len(choices))]
-		d := between(r, cfg.FaultDuration/3, cfg.FaultDuration)
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ft, err := apply(actx, c, cfg, r, name, d)
-		cancel()
-		if err != nil {
-			counts["error"]++
-			logf("nemesis: %s: %v", name, err)
-			if ft == nil {
-				continue
-			}
+	for sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)) {
+		ft, d := s.inject(ctx, choices)
+		if ft == nil {
+			continue
 		}
 		cur = ft
-		counts[ft.name]++
-		record(history.Start, ft)
-		logf("nemesis: start %s %v for %v", ft.name, ft.targets, d)
 		if !sleep(ctx, d) {
 			break
 		}
-		uctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+30*time.Second)
-		err = undo(uctx, ft)
-		cancel()
-		if err != nil {
-			counts["error"]++
-			logf("nemesis: undo %s: %v", ft.name, err)
-		}
-		record(history.Stop, ft)
-		logf("nemesis: stop %s %v", ft.name, ft.targets)
+		s.lift(ft)
 		cur = nil
 	}
+	return s.counts, s.cleanUp(cur)
+}
 
-	// Cleanup with a fresh context: the run's ctx is done.
+// schedule is a Run under way.
+type schedule struct {
+	c      *compose.Cluster
+	cfg    Config
+	r      *rand.Rand
+	logf   func(format string, args ...any)
+	rec    func(history.Event)
+	counts map[string]int // faults applied by name, and "error"
+}
+
+// newSchedule fills in cfg's defaults.
+func newSchedule(c *compose.Cluster, cfg Config, rec func(history.Event)) *schedule {
+	s := &schedule{c: c, cfg: cfg, r: cfg.Rand, logf: cfg.Logf, rec: rec, counts: map[string]int{}}
+	if s.r == nil {
+		s.r = rand.New(rand.NewSource(time.Now().UnixNano()))
+	}
+	if s.cfg.Interval <= 0 {
+		s.cfg.Interval = 10 * time.Second
+	}
+	if s.cfg.FaultDuration <= 0 {
+		s.cfg.FaultDuration = 15 * time.Second
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	if s.rec == nil {
+		s.rec = func(history.Event) {}
+	}
+	return s
+}
+
+func (s *schedule) record(f string, ft *fault) {
+	s.rec(history.Event{Process: history.Nemesis, Type: history.Info, F: f,
+		Fault: ft.name, Targets: ft.targets})
+}
+
+// inject applies a random one of choices and records its start; it
+// returns the fault (nil if nothing was applied) and how long to keep
+// it.
+func (s *schedule) inject(ctx context.Context, choices []string) (*fault, time.Duration) {
+	name := choices[s.r.Intn(len(choices))]
+	d := between(s.r, s.cfg.FaultDuration/3, s.cfg.FaultDuration)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ft, err := apply(actx, s.c, s.cfg, s.r, name, d)
+	cancel()
+	if err != nil {
+		s.counts["error"]++
+		s.logf("nemesis: %s: %v", name, err)
+		if ft == nil {
+			return nil, d
+		}
+	}
+	s.counts[ft.name]++
+	s.record(history.Start, ft)
+	s.logf("nemesis: start %s %v for %v", ft.name, ft.targets, d)
+	return ft, d
+}
+
+// lift undoes ft and records its stop.
+func (s *schedule) lift(ft *fault) {
+	uctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+30*time.Second)
+	err := undo(uctx, ft)
+	cancel()
+	if err != nil {
+		s.counts["error"]++
+		s.logf("nemesis: undo %s: %v", ft.name, err)
+	}
+	s.record(history.Stop, ft)
+	s.logf("nemesis: stop %s %v", ft.name, ft.targets)
+}
+
+// cleanUp leaves the cluster healed after the run's ctx ended, with a
+// fresh context: it undoes cur (if any) and records its stop, then
+// Recover. It returns the first error.
+func (s *schedule) cleanUp(cur *fault) error {
 	cctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+60*time.Second)
 	defer cancel()
 	var firstErr error
@@ -213,13 +248,13 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		if err := undo(cctx, cur); err != nil {
 			firstErr = err
 		}
-		record(history.Stop, cur)
-		logf("nemesis: stop %s %v (final)", cur.name, cur.targets)
+		s.record(history.Stop, cur)
+		s.logf("nemesis: stop %s %v (final)", cur.name, cur.targets)
 	}
-	if err := Recover(cctx, c); err != nil && firstErr == nil {
+	if err := Recover(cctx, s.c); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	return counts, firstErr
+	return firstErr
 }
 
 func undo(ctx context.Context, ft *fault) error {
