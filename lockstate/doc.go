@@ -6,6 +6,11 @@
 // order reach a result, so the same log yields the same table, results and
 // Digest on every node.
 //
+// Each command is a type with a Validate method, which checks its content
+// alone (the API calls it to refuse a bad request before proposing it,
+// Apply calls it again), and an apply method, which carries it out against
+// the table.
+//
 // The semantics (hierarchical names, read/write modes, semaphores, sessions,
 // reentrancy, fair FIFO queues, multi-lock requests, deadlock detection,
 // ordered locking, fencing tokens, hold TTLs and lock-delay) are described

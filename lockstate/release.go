@@ -141,7 +141,7 @@ func (t *Table) blocksSomeone(h *hold) bool {
 // surrender gives up h entirely and queues its session again, behind every
 // current waiter, for the same mode and weight; the regrant restores the
 // hold count.
-func (t *Table) surrender(h *hold) *request {
+func (t *Table) surrender(h *hold) {
 	s, n := h.s, h.n
 	t.seq++
 	r := &request{
@@ -153,7 +153,6 @@ func (t *Table) surrender(h *hold) *request {
 	t.dropHold(h, EvSurrendered)
 	t.enqueue(r)
 	t.candidates.add(r) // it may be grantable at once if the waiters did not conflict after all
-	return r
 }
 
 // Cancel withdraws a pending request. Session 0 matches any session.

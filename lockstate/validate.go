@@ -14,6 +14,7 @@ import (
 // invalidf returns a CodeInvalid error.
 func invalidf(format string, args ...any) *Error { return errorf(CodeInvalid, format, args...) }
 
+// requireSession refuses session 0, which no session has.
 func requireSession(id SessionID) *Error {
 	if id == 0 {
 		return invalidf("session is required")
