@@ -167,66 +167,18 @@ func (e *env) lock(o *lockOpts) int {
 func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*client.Session, *client.Grant, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var intr atomic.Int32           // the signal that ended the wait; 0: none
-	var sessionDone <-chan struct{} // set once the session exists
-	sessc := make(chan *client.Session, 1)
-	go func() {
-		for {
-			select {
-			case s := <-sessc:
-				sessionDone = s.Done()
-				continue
-			case <-sessionDone:
-				// A lost session's requests are gone: stop waiting.
-				cancel()
-			case sig := <-sigc:
-				fmt.Fprintf(e.stderr, "lockctl lock: %v while waiting for %s; giving up\n", sig, o.name)
-				intr.Store(int32(sig.(syscall.Signal)))
-				cancel()
-			case <-ctx.Done():
-			}
-			return
-		}
-	}()
-
-	host, _ := os.Hostname()
-	sname := fmt.Sprintf("lockctl %s pid %d: %s", host, os.Getpid(), strings.Join(o.argv, " "))
-	if len(sname) > 200 {
-		sname = sname[:200]
-	}
-	s, err := c.NewSession(ctx, o.ttl, client.WithSessionName(sname))
+	w := e.watchWait(ctx, cancel, o.name, sigc)
+	s, err := c.NewSession(ctx, o.ttl, client.WithSessionName(sessionName(o.argv)))
 	if err != nil {
-		if sig := intr.Load(); sig != 0 {
+		if sig := w.signal.Load(); sig != 0 {
 			return nil, nil, exitSignalBase + int(sig)
 		}
 		return nil, nil, e.fail("lock", err)
 	}
-	sessc <- s
-
-	spec := client.LockSpec{Name: o.name, Mode: client.Write}
-	if o.read {
-		spec.Mode = client.Read
-	}
-	if o.limit > 0 {
-		spec.Weight, spec.Limit = 1, o.limit
-	}
-	specs := []client.LockSpec{spec}
-	var g *client.Grant
-	waited := false // the --wait deadline passed
-	if o.wait.set && o.wait.d == 0 {
-		g, err = s.TryAcquireMulti(ctx, specs, client.RequireAll)
-	} else {
-		actx := ctx
-		if o.wait.set {
-			var acancel context.CancelFunc
-			actx, acancel = context.WithTimeout(ctx, o.wait.d)
-			defer acancel()
-		}
-		g, err = s.AcquireMulti(actx, specs, client.RequireAll)
-		waited = errors.Is(actx.Err(), context.DeadlineExceeded)
-	}
+	w.sessions <- s
+	g, waited, err := takeLock(ctx, s, o)
 	cancel() // stop the signal watcher before asking it what it saw
-	if sig := intr.Load(); sig != 0 {
+	if sig := w.signal.Load(); sig != 0 {
 		// Also when granted just now: the user asked us to stop.
 		return s, nil, exitSignalBase + int(sig)
 	}
@@ -245,6 +197,75 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 	}
 	fmt.Fprintf(e.stderr, "lockctl lock: %s not acquired within %v: %s\n", o.name, o.wait.String(), e.holders(c, o.name))
 	return s, nil, code
+}
+
+// waitWatch ends an acquire's wait early (cancelling its context) on a
+// signal, or when the session, once it exists, is lost: a lost
+// session's requests are gone.
+type waitWatch struct {
+	signal   atomic.Int32         // the signal that ended the wait; 0: none
+	sessions chan *client.Session // the session, once created
+}
+
+// watchWait watches until ctx ends.
+func (e *env) watchWait(ctx context.Context, cancel context.CancelFunc, name string, sigc <-chan os.Signal) *waitWatch {
+	w := &waitWatch{sessions: make(chan *client.Session, 1)}
+	go func() {
+		var sessionDone <-chan struct{} // set once the session exists
+		for {
+			select {
+			case s := <-w.sessions:
+				sessionDone = s.Done()
+				continue
+			case <-sessionDone:
+				cancel()
+			case sig := <-sigc:
+				fmt.Fprintf(e.stderr, "lockctl lock: %v while waiting for %s; giving up\n", sig, name)
+				w.signal.Store(int32(sig.(syscall.Signal)))
+				cancel()
+			case <-ctx.Done():
+			}
+			return
+		}
+	}()
+	return w
+}
+
+// sessionName says which lockctl holds the lock, for lockctl info and
+// for a waiting lockctl's message.
+func sessionName(argv []string) string {
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("lockctl %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return name
+}
+
+// takeLock asks for the lock in s: once for --wait 0, else waiting up to
+// --wait (unset: until ctx ends). waited reports that the --wait
+// deadline passed.
+func takeLock(ctx context.Context, s *client.Session, o *lockOpts) (g *client.Grant, waited bool, err error) {
+	spec := client.LockSpec{Name: o.name, Mode: client.Write}
+	if o.read {
+		spec.Mode = client.Read
+	}
+	if o.limit > 0 {
+		spec.Weight, spec.Limit = 1, o.limit
+	}
+	specs := []client.LockSpec{spec}
+	if o.wait.set && o.wait.d == 0 {
+		g, err = s.TryAcquireMulti(ctx, specs, client.RequireAll)
+		return g, false, err
+	}
+	actx := ctx
+	if o.wait.set {
+		var acancel context.CancelFunc
+		actx, acancel = context.WithTimeout(ctx, o.wait.d)
+		defer acancel()
+	}
+	g, err = s.AcquireMulti(actx, specs, client.RequireAll)
+	return g, errors.Is(actx.Err(), context.DeadlineExceeded), err
 }
 
 // holders describes who holds name, for a failed acquire.
