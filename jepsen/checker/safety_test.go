@@ -108,3 +108,52 @@ func TestSafety(t *testing.T) {
 		})
 	}
 }
+
+// A semaphore over-subscription (3 users inside a limit of 2) is not
+// excused by a loss of process 1 long after the window closed: every
+// session was demonstrably alive then (their releases were acknowledged
+// and process 1 acquired again).
+func TestSafetySemaphoreOverflowNotExcusedByLaterLoss(t *testing.T) {
+	h := &hb{}
+	for p := 1; p <= 3; p++ {
+		h.acquire(p, sl("s", 2))
+		h.granted(p, wg("s", uint64(p)))
+	}
+	for p := 1; p <= 3; p++ {
+		h.res(p, history.ResEnter, wg("s", uint64(p)), uint64(p), 0, "")
+	}
+	for p := 1; p <= 3; p++ {
+		h.res(p, history.ResExit, wg("s", uint64(p)), uint64(3+p), 0, "")
+		h.release(p, "s")
+	}
+	// Process 1 is alive (acquire and release ok) long after; lost later.
+	h.acquire(1, sl("s", 2))
+	h.granted(1, wg("s", 10))
+	h.release(1, "s")
+	h.lost(1)
+	r := Safety(h.ev, Config{Workload: "semaphore", Limit: 2, Fenced: true})
+	if r.OK() {
+		t.Fatalf("3 users inside a 2-permit semaphore with live sessions judged valid: %+v", r)
+	}
+}
+
+// The fenced resource makes window overlap impossible for exclusive
+// holds (the older holder's next use is rejected), so Safety also
+// compares the holds as the clients saw them: a double grant of a mutex
+// to two live sessions, both acknowledged and both used at the resource,
+// is a violation.
+func TestSafetyCatchesDoubleGrantUnderFencing(t *testing.T) {
+	h := &hb{}
+	h.lock(1, "m", 5)
+	h.res(1, history.ResRead, wg("m", 5), 1, 0, "")
+	h.lock(2, "m", 9) // granted while process 1 holds m: a real violation
+	h.res(2, history.ResRead, wg("m", 9), 2, 0, "")
+	h.res(2, history.ResWrite, wg("m", 9), 3, 100, "")
+	h.res(1, history.ResWrite, wg("m", 5), 0, 101, "stale")
+	h.release(1, "m") // process 1's session was alive throughout
+	h.release(2, "m")
+	r := Safety(h.ev, Config{Workload: "mutex", Fenced: true})
+	if r.OK() {
+		t.Fatalf("two conflicting live holds, both acknowledged and used at the resource, judged safe: %+v", r)
+	}
+}
