@@ -134,18 +134,28 @@ func required(require string, n int) int {
 // Linearizable). States are *LockState.
 func LockModel() porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
-		Partition: partitionByPart,
-		Init:      func() []any { return []any{newState(nil, map[string]uint64{})} },
-		Step: func(state, input, output any) []any {
-			return step(state.(*LockState), input.(LockInput), output.(LockOutput))
-		},
-		Equal:                     func(a, b any) bool { return a.(*LockState).key == b.(*LockState).key },
+		Partition:                 partitionByPart,
+		Init:                      initialStates,
+		Step:                      modelStep,
+		Equal:                     sameState,
 		Hash:                      hashState,
 		DescribeOperation:         describeOp,
-		DescribeState:             func(s any) string { return s.(*LockState).String() },
+		DescribeState:             describeState,
 		DescribeOperationMetadata: describeMetadata,
 	}
 }
+
+// initialStates: nothing held, no token granted.
+func initialStates() []any { return []any{newState(nil, map[string]uint64{})} }
+
+// modelStep is step for porcupine's untyped states and operations.
+func modelStep(state, input, output any) []any {
+	return step(state.(*LockState), input.(LockInput), output.(LockOutput))
+}
+
+func sameState(a, b any) bool { return a.(*LockState).key == b.(*LockState).key }
+
+func describeState(s any) string { return s.(*LockState).String() }
 
 // partitionByPart splits a history by LockInput.Part, in partition order.
 func partitionByPart(h []porcupine.Operation) [][]porcupine.Operation {
