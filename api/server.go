@@ -89,8 +89,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	setDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	setDefault(&cfg.ProposeTimeout, DefaultProposeTimeout) // also bounds forwarded membership calls
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ProposeTimeout == 0 { // it also bounds membership calls here
+		cfg.ProposeTimeout = DefaultProposeTimeout
+	}
 	locks, err := lockservice.New(lockservice.Config{Node: cfg.Node, Logger: cfg.Logger,
 		MaxWait: cfg.MaxWait, CancelGrace: cfg.CancelGrace, ProposeTimeout: cfg.ProposeTimeout})
 	if err != nil {
@@ -144,13 +148,6 @@ func (s *Server) routes() *http.ServeMux {
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
 
 // Close ends every wait in flight (they answer 503 so that clients
 // re-attach on another node). The handler keeps answering other
