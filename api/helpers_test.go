@@ -81,7 +81,7 @@ func startNode(t *testing.T, id string, ps *peers, opts nodeOptions) *testNode {
 		logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Info})
 	}
 	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: t.TempDir(), RaftBind: n.raft,
-		PeerHTTP: ps.get, Logger: logger, Timing: 0.1})
+		Logger: logger, Timing: 0.1})
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}

@@ -38,7 +38,6 @@ type Node interface {
 	Status() raftnode.Status
 	Servers() ([]raftnode.Server, error)
 	RemoveMember(ctx context.Context, id string) error
-	Handler() http.Handler
 }
 
 var _ Node = (*raftnode.Node)(nil)
@@ -139,7 +138,6 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 
-	mux.Handle("/internal/", s.node.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
@@ -18,10 +17,11 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// The internal protocol: msgpack bodies, one POST per call, answered with
-// a wireReply. A node answers only for itself and never forwards a
-// forwarded request, so there are no forwarding loops: when it is not the
-// (ready) leader it says so and the caller looks for the leader again.
+// The internal protocol, on the node port (transport.go): msgpack bodies,
+// one POST per call, answered with a wireReply. A node answers only for
+// itself and never forwards a forwarded request, so there are no
+// forwarding loops: when it is not the (ready) leader it says so and the
+// caller looks for the leader again.
 const (
 	pathPropose   = "/internal/v1/propose"   // body: fsm.Encode(0, cmd); the leader stamps now
 	pathReadIndex = "/internal/v1/readindex" // empty body
@@ -30,7 +30,11 @@ const (
 
 	contentType     = "application/msgpack"
 	headerForwarder = "X-Lockd-Forwarded-By"
-	maxInternalBody = 4 << 20
+	// maxRequestBody bounds an internal call's body: a command, or less.
+	maxRequestBody = MaxEntryBytes + 1024
+	// maxReplyBody bounds an internal answer (a result lists every name a
+	// closed session held).
+	maxReplyBody = 64 << 20
 	// forwardTimeout bounds a forwarded call whose context has no deadline.
 	forwardTimeout = 30 * time.Second
 )
@@ -59,18 +63,6 @@ type keepAliveRequest struct {
 
 type removeRequest struct {
 	ID string `msgpack:"id"`
-}
-
-// newForwardClient returns the one client a node forwards with: keep-alive
-// connections, enough of them per host for many concurrent proposals.
-func newForwardClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil, // internal traffic never goes through a proxy
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-	}}
 }
 
 // forwardPropose sends cmd to the leader, without a timestamp: the leader
@@ -162,7 +154,7 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		return nil, fmt.Errorf("%w: forward to %s%s: unexpected answer %s", errRetry, addr, path, resp.Status)
 	}
 	var rep wireReply
-	if err := msgpack.NewDecoder(io.LimitReader(resp.Body, maxInternalBody)).Decode(&rep); err != nil {
+	if err := msgpack.NewDecoder(io.LimitReader(resp.Body, maxReplyBody)).Decode(&rep); err != nil {
 		return nil, failed(fmt.Errorf("read answer: %w", err))
 	}
 	switch rep.Code {
@@ -193,7 +185,7 @@ func (n *Node) newHandler() http.Handler {
 }
 
 func (n *Node) handlePropose(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
 		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "read body: " + err.Error()})
 		return
@@ -222,7 +214,7 @@ func (n *Node) handleReadIndex(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeepAlive(w http.ResponseWriter, r *http.Request) {
 	var req keepAliveRequest
-	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody)).Decode(&req); err != nil {
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req); err != nil {
 		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode keepalive: " + err.Error()})
 		return
 	}
@@ -236,7 +228,7 @@ func (n *Node) handleKeepAlive(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	var req removeRequest
-	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody)).Decode(&req); err != nil {
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req); err != nil {
 		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode remove: " + err.Error()})
 		return
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync"
@@ -36,15 +34,14 @@ func testLogger(t testing.TB, id string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 }
 
-// testCluster is n real nodes on loopback: raft over TCP, forwarding over
-// httptest servers that mount each node's Handler.
+// testCluster is n real nodes on loopback: raft and forwarding over each
+// node's port.
 type testCluster struct {
 	t     testing.TB
 	tweak func(*Config)
 
 	mu    sync.Mutex
 	nodes []*testNode
-	http  map[string]string // id -> HTTP address
 }
 
 type testNode struct {
@@ -52,7 +49,6 @@ type testNode struct {
 	id       string
 	dir      string
 	raftAddr string
-	srv      *httptest.Server
 
 	mu   sync.Mutex
 	node *Node // nil while stopped
@@ -62,11 +58,9 @@ type testNode struct {
 // for a ready leader.
 func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, tweak: tweak, http: make(map[string]string)}
+	c := &testCluster{t: t, tweak: tweak}
 	for i := range n {
 		tn := &testNode{c: c, id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raftAddr: "127.0.0.1:0"}
-		tn.srv = httptest.NewServer(http.HandlerFunc(tn.serveHTTP))
-		c.http[tn.id] = tn.srv.Listener.Addr().String()
 		c.nodes = append(c.nodes, tn)
 		tn.start()
 	}
@@ -82,17 +76,9 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	return c
 }
 
-func (c *testCluster) peerHTTP(id string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok := c.http[id]
-	return a, ok
-}
-
 func (c *testCluster) close() {
 	for _, tn := range c.nodes {
 		tn.stop()
-		tn.srv.Close()
 	}
 }
 
@@ -104,7 +90,6 @@ func (tn *testNode) start() {
 		ID:       tn.id,
 		DataDir:  tn.dir,
 		RaftBind: tn.raftAddr,
-		PeerHTTP: tn.c.peerHTTP,
 		Logger:   testLogger(tn.c.t, tn.id),
 		Timing:   testTiming,
 	}
@@ -145,15 +130,6 @@ func (tn *testNode) get() *Node {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	return tn.node
-}
-
-func (tn *testNode) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	n := tn.get()
-	if n == nil {
-		http.Error(w, "node stopped", http.StatusServiceUnavailable)
-		return
-	}
-	n.Handler().ServeHTTP(w, r)
 }
 
 // live returns the running nodes.

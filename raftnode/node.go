@@ -7,6 +7,7 @@ package raftnode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,13 +48,15 @@ var (
 type Config struct {
 	ID       string // unique, stable node id (raft ServerID)
 	DataDir  string // raft.db (bolt log + stable store) and snapshots/ live here
-	RaftBind string // host:port the raft transport listens on
+	RaftBind string // host:port of the node port: raft and the internal RPC (transport.go)
 	// RaftAdvertise is the address other nodes dial; "" means RaftBind.
 	RaftAdvertise string
-	// PeerHTTP returns the HTTP address ("host:port") of a node by id, for
-	// forwarding to the leader. The cluster package provides it.
-	PeerHTTP func(id string) (string, bool)
-	Logger   hclog.Logger
+	// PeerServerTLS and PeerClientTLS secure the node port: the config it
+	// accepts other nodes with (it must demand their node certificate)
+	// and the one it dials them with. nil: plaintext, for --dev and
+	// --insecure.
+	PeerServerTLS, PeerClientTLS *tls.Config
+	Logger                       hclog.Logger
 	// Timing scales raft's heartbeat/election/lease timeouts (1 = raft's
 	// defaults; tests use smaller, loaded machines larger). 0 means 1.
 	Timing float64
@@ -94,19 +97,20 @@ type Node struct {
 	now    func() time.Time
 	timing timing
 
-	fsm   *fsm.FSM
-	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
-	logs  raft.LogStore // bolt behind raft's LogCache
-	snaps raft.SnapshotStore
-	trans *raft.NetworkTransport
+	fsm      *fsm.FSM
+	raft     *raft.Raft
+	bolt     *raftboltdb.BoltStore
+	logs     raft.LogStore // bolt behind raft's LogCache
+	snaps    raft.SnapshotStore
+	trans    *raft.NetworkTransport
+	port     *nodePort    // the node port raft and the internal RPC share
+	internal *http.Server // the internal RPC, on the node port
 
 	notifyCh     chan bool             // raft's NotifyCh; drained by monitorLeadership only
 	observations chan raft.Observation // leader changes, for watchLeader
 	observer     *raft.Observer
 
-	client  *http.Client // forwarding to the leader; shared, keep-alive
-	handler http.Handler
+	client *http.Client // forwarding to the leader; shared, keep-alive
 
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.
@@ -145,12 +149,8 @@ func Open(cfg Config) (*Node, error) {
 	if n.now == nil {
 		n.now = time.Now
 	}
-	if n.cfg.PeerHTTP == nil {
-		n.cfg.PeerHTTP = func(string) (string, bool) { return "", false }
-	}
 	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
-	n.client = newForwardClient()
-	n.handler = n.newHandler()
+	n.client = n.newForwardClient()
 
 	if err := n.openStores(); err != nil {
 		n.closeStores()
@@ -277,10 +277,6 @@ func (n *Node) HasState() bool {
 	return ok
 }
 
-// Handler serves the internal endpoints other nodes forward to
-// (/internal/v1/...). The api package mounts it on the HTTP listener.
-func (n *Node) Handler() http.Handler { return n.handler }
-
 // Shutdown stops the node: hands leadership over when it is the leader,
 // then shuts raft and closes the stores.
 func (n *Node) Shutdown(ctx context.Context) error {
@@ -310,6 +306,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	// Close the transport at once: until then peers' RPCs to us are
 	// accepted but never answered, and stall them for the I/O timeout.
+	if n.internal != nil {
+		_ = n.internal.Close()
+	}
 	if err := n.closeStores(); err != nil {
 		errs = append(errs, err)
 	}

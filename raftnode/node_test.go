@@ -448,7 +448,7 @@ func TestForwardedCallToFollowerIsRefused(t *testing.T) {
 		if path == pathKeepAlive {
 			b, _ = msgpack.Marshal(keepAliveRequest{Session: 1})
 		}
-		resp, err := http.Post(f.srv.URL+path, contentType, bytes.NewReader(b))
+		resp, err := f.get().client.Post("http://"+f.raftAddr+path, contentType, bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,5 +539,34 @@ func TestNoQuorum(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Fatalf("gave up after %v", elapsed)
+	}
+}
+
+// The leader refuses, without appending, a forwarded command that apply
+// would refuse, and a body too large for the log: nothing a node sends it
+// takes space in the log for nothing.
+func TestLeaderRefusesInvalidAndOversizedForwardedCommands(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.readyLeader()
+	f := c.followers(l)[0]
+	before := l.get().raft.LastIndex()
+
+	bad := &lockstate.Acquire{Session: 1, Locks: []lockstate.LockSpec{{Name: "a//b", Mode: lockstate.Write}}}
+	res, index, err := f.get().Propose(context.Background(), bad)
+	if err != nil || res == nil || res.Err == nil || res.Err.Code != lockstate.CodeInvalid || index != 0 {
+		t.Fatalf("invalid forwarded acquire: %+v, %d, %v; want an invalid_request result at no index", res, index, err)
+	}
+
+	huge := bytes.Repeat([]byte{0x01}, maxRequestBody+1)
+	resp, err := f.get().client.Post("http://"+l.raftAddr+pathPropose, contentType, bytes.NewReader(huge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("oversized forwarded proposal answered %d, want 400", resp.StatusCode)
+	}
+	if after := l.get().raft.LastIndex(); after != before {
+		t.Fatalf("refused proposals moved the log from %d to %d", before, after)
 	}
 }

@@ -69,30 +69,42 @@ func (n *Node) callLeaderOnce(ctx context.Context, local func(context.Context) e
 	if n.raft.State() == raft.Leader {
 		return local(ctx)
 	}
-	_, id := n.raft.LeaderWithID()
-	if id == "" {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" || addr == "" {
 		return fmt.Errorf("%w: no leader known", errRetry)
 	}
 	if string(id) == n.cfg.ID {
 		// We just stepped down (or are about to lead): ask again.
 		return fmt.Errorf("%w: leadership changing", errRetry)
 	}
-	addr, ok := n.cfg.PeerHTTP(string(id))
-	if !ok || addr == "" {
-		return fmt.Errorf("%w: no HTTP address known for leader %s", errRetry, id)
-	}
-	return remote(ctx, addr)
+	return remote(ctx, string(addr)) // the leader's node port
 }
 
+// MaxEntryBytes bounds one command's log entry. The largest valid
+// acquire (64 names of 512 bytes, a request id of 128) takes about
+// 40 KiB.
+const MaxEntryBytes = 128 << 10
+
 // proposeLocal commits cmd on this node, which must be the leader; the
-// leader, and only the leader, stamps the command with its clock.
+// leader, and only the leader, stamps the command with its clock. It
+// refuses, without appending, what apply would refuse for its content or
+// what is too large for the log: whoever proposed it, a forwarded
+// proposal too, gets the same answer as the table would give, and nothing
+// refused takes space in the log.
 func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, errRetry
 	}
+	if err := cmd.Validate(); err != nil {
+		return &lockstate.Result{Err: err}, 0, nil
+	}
 	data, err := fsm.Encode(n.now().UnixNano(), cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
+	}
+	if len(data) > MaxEntryBytes {
+		return &lockstate.Result{Err: &lockstate.Error{Code: lockstate.CodeInvalid,
+			Message: fmt.Sprintf("the command takes %d bytes, over %d", len(data), MaxEntryBytes)}}, 0, nil
 	}
 	return n.apply(ctx, data)
 }

@@ -3,7 +3,6 @@ package raftnode
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,11 +13,9 @@ import (
 )
 
 const (
-	boltFile         = "raft.db"
-	snapshotsRetain  = 2
-	logCacheSize     = 512
-	transportMaxPool = 3
-	transportTimeout = 10 * time.Second
+	boltFile        = "raft.db"
+	snapshotsRetain = 2
+	logCacheSize    = 512
 )
 
 // timing is raft's timeouts scaled by Config.Timing, and the waits derived
@@ -57,7 +54,7 @@ func newTiming(scale float64) timing {
 }
 
 // openStores opens bolt (log + stable store), the snapshot store and the
-// transport. On error the caller closes whatever was opened.
+// transport (transport.go). On error the caller closes whatever was opened.
 func (n *Node) openStores() error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("raftnode: data dir: %w", err)
@@ -82,23 +79,7 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
 
-	// Without RaftAdvertise the transport advertises what it bound, which
-	// also resolves port 0.
-	var advertise net.Addr
-	if n.cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", n.cfg.RaftAdvertise); err != nil {
-			return fmt.Errorf("raftnode: raft advertise address %q: %w", n.cfg.RaftAdvertise, err)
-		}
-	}
-	n.trans, err = raft.NewTCPTransportWithConfig(n.cfg.RaftBind, advertise, &raft.NetworkTransportConfig{
-		MaxPool: transportMaxPool,
-		Timeout: transportTimeout,
-		Logger:  n.logger.Named("raft-net"),
-	})
-	if err != nil {
-		return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftBind, err)
-	}
-	return nil
+	return n.openTransport()
 }
 
 // closeStores closes the transport and bolt, whichever are open.

@@ -95,7 +95,7 @@ func (a *agent) peerHTTP(id string) (string, bool) {
 
 func (a *agent) openRaft() error {
 	node, err := raftnode.Open(raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
-		RaftAdvertise: a.cfg.RaftAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
+		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs})
 	if err != nil {
 		return fmt.Errorf("open raft node: %w", err)
