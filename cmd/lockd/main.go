@@ -1,6 +1,7 @@
 // Command lockd runs one node of a lockd cluster: the raft node, gossip
 // membership and the HTTP API. `lockd health` and `lockd leave` talk to a
-// running node (the first is the Docker health check).
+// running node (the first is the Docker health check); `lockd tls` makes
+// a cluster's certificates and `lockd keygen` its gossip key.
 //
 // Usage:
 //
@@ -10,6 +11,9 @@
 //	lockd --dev
 //	lockd health [--addr 127.0.0.1:7001]
 //	lockd leave  [--addr 127.0.0.1:7001]
+//	lockd tls ca   --out DIR
+//	lockd tls cert --ca DIR --name n1 [--ip 10.0.0.1,...] [--dns host,...] [--client] --out DIR
+//	lockd keygen
 package main
 
 import (
@@ -28,6 +32,10 @@ func main() {
 			os.Exit(health(args[1:]))
 		case "leave":
 			os.Exit(leave(args[1:]))
+		case "tls":
+			os.Exit(tlsMain(args[1:], os.Stdout, os.Stderr))
+		case "keygen":
+			os.Exit(keygen(args[1:], os.Stdout, os.Stderr))
 		}
 	}
 	cfg, err := parseFlags(args)
