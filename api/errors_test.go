@@ -185,3 +185,19 @@ func TestCloseEndsWaits(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// The internal RPC lives on the node port only: the client port knows no
+// /internal/ path, so a client cannot propose an expiry of another's
+// session or a command the API would refuse.
+func TestInternalPathsAreNotOnTheClientPort(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	before := n.status()
+	for _, path := range []string{"/internal/v1/propose", "/internal/v1/readindex", "/internal/v1/keepalive", "/internal/v1/remove"} {
+		if r := n.do("POST", path, map[string]any{"session": 1}); r.status != http.StatusNotFound {
+			t.Errorf("POST %s on the client port: %s, want 404", path, r)
+		}
+	}
+	if after := n.status(); after.AppliedIndex != before.AppliedIndex {
+		t.Fatalf("applied index moved from %d to %d", before.AppliedIndex, after.AppliedIndex)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/raftnode/certs"
 )
 
 // One node port carries everything nodes say to each other (Consul's
@@ -263,12 +265,9 @@ func (n *Node) VerifyPeer(ctx context.Context, id, raftAddr string) error {
 		return fmt.Errorf("raftnode: verify %s at %s: %w", id, raftAddr, err)
 	}
 	defer conn.Close()
-	state := conn.(*tls.Conn).ConnectionState()
-	if len(state.PeerCertificates) == 0 {
-		return fmt.Errorf("raftnode: verify %s at %s: no certificate", id, raftAddr)
-	}
-	if name := state.PeerCertificates[0].Subject.CommonName; name != id {
-		return fmt.Errorf("raftnode: verify %s at %s: its certificate names %q", id, raftAddr, name)
+	// The handshake checked that it is a node certificate of our CA.
+	if name := certs.PeerName(conn.(*tls.Conn).ConnectionState()); name != id {
+		return fmt.Errorf("raftnode: verify %s at %s: its node certificate names %q", id, raftAddr, name)
 	}
 	return nil
 }
