@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/lockd/lockd/raftnode/certs"
 )
 
-const tlsUsage = `usage: lockd tls ca|cert [flags]
+const tlsUsage = `usage: lockd tls ca|cert|init [flags]
 
   lockd tls ca --out DIR
       A new cluster CA: DIR/ca.pem and DIR/ca-key.pem (ECDSA P-256, valid
@@ -32,6 +33,13 @@ const tlsUsage = `usage: lockd tls ca|cert [flags]
       A client certificate (client use only, valid 1 year) for the HTTP API
       with --tls-client-auth. It cannot join the cluster.
 
+  lockd tls init --out DIR --node NAME[=IP,...] ... [--client NAME] [--gossip-key]
+      Everything a cluster needs, in one directory, made only where it is
+      missing: the CA (when DIR has none), a node certificate per --node,
+      a client certificate per --client, and with --gossip-key a gossip
+      key in DIR/gossip.key. Running it again adds what is new and keeps
+      the rest: the one-shot init service of docker-compose.yml.
+
 Existing files are never overwritten; keys are written 0600 and new
 directories 0700. Run "lockd tls ca --help" or "lockd tls cert --help"
 for the flags.
@@ -48,6 +56,8 @@ func tlsMain(args []string, stdout, stderr io.Writer) int {
 		return tlsCA(args[1:], stdout, stderr)
 	case "cert":
 		return tlsCert(args[1:], stdout, stderr)
+	case "init":
+		return tlsInit(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, tlsUsage)
 		return 0
@@ -145,6 +155,100 @@ func (r certRequest) issue() (certFile, keyFile string, err error) {
 		err = certs.WriteKeyPair(r.out, r.name, certPEM, keyPEM)
 	}
 	return filepath.Join(r.out, r.name+".pem"), filepath.Join(r.out, r.name+"-key.pem"), err
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// tlsInit is `lockd tls init`.
+func tlsInit(args []string, stdout, stderr io.Writer) int {
+	fs := subcommandFlags("lockd tls init", "--out DIR --node NAME[=IP,...] ... [--client NAME] [--gossip-key]",
+		"Makes what is missing of a cluster's CA, node and client certificates and gossip key in DIR.", stderr)
+	out := fs.String("out", "", "directory of the cluster's files (required)")
+	var nodes, clients listFlag
+	fs.Var(&nodes, "node", "a node certificate: NAME, or NAME=IP,IP to add the addresses it is reached at (repeatable)")
+	fs.Var(&clients, "client", "a client certificate NAME (repeatable)")
+	gossip := fs.Bool("gossip-key", false, "also a gossip key in DIR/gossip.key")
+	if code, done := parseSubcommand(fs, args); done {
+		return code
+	}
+	if *out == "" {
+		return usageError(fs, "--out is required")
+	}
+	requests, err := initRequests(*out, nodes, clients)
+	if err != nil {
+		return usageError(fs, err.Error())
+	}
+	if err := initCluster(*out, requests, *gossip, stdout); err != nil {
+		fmt.Fprintln(stderr, "lockd tls init:", err)
+		return 1
+	}
+	return 0
+}
+
+// initRequests turns --node and --client values into certificate requests.
+func initRequests(dir string, nodes, clients []string) ([]certRequest, error) {
+	var requests []certRequest
+	for _, n := range nodes {
+		name, addrs, _ := strings.Cut(n, "=")
+		r := certRequest{caDir: dir, name: name, out: dir}
+		for _, s := range splitList(addrs) {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				return nil, fmt.Errorf("--node %s: %q is not an IP address", n, s)
+			}
+			r.ips = append(r.ips, ip)
+		}
+		requests = append(requests, r)
+	}
+	for _, c := range clients {
+		requests = append(requests, certRequest{caDir: dir, name: c, out: dir, client: true})
+	}
+	return requests, nil
+}
+
+// initCluster makes what is missing in dir.
+func initCluster(dir string, requests []certRequest, gossip bool, stdout io.Writer) error {
+	if !exists(filepath.Join(dir, "ca.pem")) {
+		ca, err := certs.NewAuthority()
+		if err == nil {
+			err = ca.WriteFiles(dir)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote a new CA in %s\n", dir)
+	}
+	for _, r := range requests {
+		if exists(filepath.Join(dir, r.name+".pem")) {
+			continue
+		}
+		if _, _, err := r.issue(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s.pem and %s-key.pem\n", r.name, r.name)
+	}
+	keyFile := filepath.Join(dir, "gossip.key")
+	if !gossip || exists(keyFile) {
+		return nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", keyFile)
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // keygen is `lockd keygen`: it prints a new gossip encryption key for

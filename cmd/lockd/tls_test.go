@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,5 +154,37 @@ func TestKeygen(t *testing.T) {
 	}
 	if code, _, _ := runCLI(keygen, "extra"); code != 2 {
 		t.Errorf("lockd keygen extra: exit %d, want 2", code)
+	}
+}
+
+// tls init makes only what is missing: a second run adds a new node and
+// keeps every existing file as it was.
+func TestTLSInitMakesWhatIsMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	code, _, stderr := runCLI(tlsMain, "init", "--out", dir, "--node", "n1=10.0.0.11", "--client", "admin", "--gossip-key")
+	if code != 0 {
+		t.Fatalf("first init: exit %d: %s", code, stderr)
+	}
+	first, err := os.ReadFile(filepath.Join(dir, "n1.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(tlsMain, "init", "--out", dir, "--node", "n1=10.0.0.11", "--node", "n2", "--client", "admin", "--gossip-key")
+	if code != 0 {
+		t.Fatalf("second init: exit %d: %s", code, stderr)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "n1.pem")); !bytes.Equal(again, first) {
+		t.Fatal("a second init replaced n1's certificate")
+	}
+	if _, err := certs.Load(certs.Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "n2.pem"),
+		Key: filepath.Join(dir, "n2-key.pem")}); err != nil {
+		t.Fatalf("n2's identity from the same CA: %v", err)
+	}
+	if ip := readCert(t, filepath.Join(dir, "n1.pem")).IPAddresses; !slices.ContainsFunc(ip, func(a net.IP) bool { return a.String() == "10.0.0.11" }) {
+		t.Fatalf("n1's certificate lists %v, not 10.0.0.11", ip)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "gossip.key"))
+	if raw, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(string(key))); err != nil || derr != nil || len(raw) != 32 {
+		t.Fatalf("gossip.key %q: %v %v", key, err, derr)
 	}
 }
