@@ -18,6 +18,9 @@ import (
 // a conflicting expect value stops bootstrap with an error until the
 // membership changes; an alive node with raft state means a cluster
 // already exists (raft #122), so this node waits to be added instead.
+// The bootstrapping node first checks every other server with
+// Config.VerifyPeer and waits while one fails: leaving it out instead
+// could let two nodes bootstrap two clusters.
 func (c *Cluster) maybeBootstrap() {
 	c.mu.Lock()
 	expect := c.expect
@@ -29,51 +32,30 @@ func (c *Cluster) maybeBootstrap() {
 		c.noBootstrap("raft state exists; not bootstrapping")
 		return
 	}
-
-	var (
-		peers    []nodeMeta
-		existing []string // alive nodes that already have raft state
-	)
-	c.mu.Lock()
-	for _, m := range c.members {
-		if m.status != StatusAlive {
-			continue
-		}
-		if m.meta.State {
-			existing = append(existing, m.meta.ID)
-		}
-		if m.meta.Expect == 0 {
-			continue // joins and waits; not a bootstrap peer
-		}
-		if m.meta.Expect != expect {
-			c.mu.Unlock()
-			c.note(true, fmt.Sprintf("member %s expects %d servers, this node %d: not bootstrapping; all nodes must use the same --bootstrap-expect", m.meta.ID, m.meta.Expect, expect))
-			return
-		}
-		peers = append(peers, m.meta)
-	}
-	c.mu.Unlock()
-
-	if len(existing) > 0 {
-		slices.Sort(existing)
+	peers, existing, conflict := c.bootstrapPeers(expect)
+	switch {
+	case conflict != "":
+		c.note(true, conflict)
+		return
+	case len(existing) > 0:
 		c.noBootstrap(fmt.Sprintf("nodes %s already have raft state; waiting to be added instead of bootstrapping", strings.Join(existing, ",")))
 		return
-	}
-	if len(peers) < expect {
+	case len(peers) < expect:
 		c.note(false, fmt.Sprintf("waiting for %d servers to bootstrap, have %d", expect, len(peers)))
 		return
-	}
-	slices.SortFunc(peers, func(a, b nodeMeta) int { return strings.Compare(a.ID, b.ID) })
-	if peers[0].ID != c.cfg.ID {
+	case peers[0].ID != c.cfg.ID:
 		// Stay ready to bootstrap: if the lowest one goes away before
 		// it does, the next lowest takes over.
 		c.note(false, fmt.Sprintf("%d servers present; %s bootstraps", len(peers), peers[0].ID))
 		return
 	}
-
 	servers := make([]raftnode.Server, len(peers))
 	ids := make([]string, len(peers))
 	for i, p := range peers {
+		if err := c.verify(p); err != nil {
+			c.note(true, fmt.Sprintf("not bootstrapping: member %s (raft %s): %v", p.ID, p.Raft, err))
+			return
+		}
 		servers[i] = raftnode.Server{ID: p.ID, Addr: p.Raft, Voter: true}
 		ids[i] = p.ID
 	}
@@ -85,6 +67,33 @@ func (c *Cluster) maybeBootstrap() {
 	c.bootstrapped.Store(true)
 	c.noBootstrap("")
 	c.logger.Info("bootstrapped raft", "voters", strings.Join(ids, ","))
+}
+
+// bootstrapPeers returns the alive members that bootstrap with this
+// node's expect value, sorted by id, the sorted ids of alive members
+// that already have raft state, and a message if some member expects
+// another number of servers.
+func (c *Cluster) bootstrapPeers(expect int) (peers []nodeMeta, existing []string, conflict string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.members {
+		if m.status != StatusAlive {
+			continue
+		}
+		if m.meta.State {
+			existing = append(existing, m.meta.ID)
+		}
+		if m.meta.Expect == 0 {
+			continue // joins and waits; not a bootstrap peer
+		}
+		if m.meta.Expect != expect {
+			return nil, nil, fmt.Sprintf("member %s expects %d servers, this node %d: not bootstrapping; all nodes must use the same --bootstrap-expect", m.meta.ID, m.meta.Expect, expect)
+		}
+		peers = append(peers, m.meta)
+	}
+	slices.Sort(existing)
+	slices.SortFunc(peers, func(a, b nodeMeta) int { return strings.Compare(a.ID, b.ID) })
+	return peers, existing, ""
 }
 
 // noBootstrap turns bootstrap off for good, noting why.

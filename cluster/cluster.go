@@ -3,9 +3,21 @@
 // (the lowest id bootstraps raft once enough fresh servers see each
 // other), and the leader's reconciliation of the raft configuration with
 // the members (alive ones added as voters, ones that left removed).
+//
+// Trust: gossip membership alone never makes a raft voter. With
+// Config.GossipKey set, all gossip is encrypted and authenticated, so a
+// node without the key cannot join the pool at all. Before the leader
+// adds a member as a voter, the member must answer a direct gossip ping
+// (it is alive now, not merely not yet declared dead) and pass
+// Config.VerifyPeer; the node that bootstraps raft verifies every other
+// bootstrap server the same way and does not bootstrap while one fails.
+// A member that fails is left out, logged once per failure, and retried
+// on later reconciliations. A nil VerifyPeer (--dev, --insecure) trusts
+// every member of the pool.
 package cluster
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -43,6 +55,9 @@ const (
 	// updateMetaTimeout bounds the wait for our metadata broadcast; the
 	// update spreads by gossip anyway, so a timeout is only logged.
 	updateMetaTimeout = time.Second
+	// verifyTimeout bounds one VerifyPeer call, so that a member that
+	// accepts connections but never answers cannot stall the loop.
+	verifyTimeout = 5 * time.Second
 )
 
 // Config configures a Cluster.
@@ -57,6 +72,16 @@ type Config struct {
 	// with the same value see each other. 0: join and wait to be added.
 	BootstrapExpect int
 	Logger          hclog.Logger
+
+	// GossipKey, if set, is the AES key (16, 24 or 32 bytes) that
+	// encrypts and authenticates all gossip; unencrypted or otherwise
+	// keyed messages are dropped, so a node without it cannot join.
+	GossipKey []byte
+	// VerifyPeer, if set, must accept a member (its id and published
+	// raft address) before this node adds it as a raft voter or
+	// bootstraps raft with it; an error leaves it out until a later try
+	// succeeds. nil trusts every member of the gossip pool.
+	VerifyPeer func(ctx context.Context, id, raftAddr string) error
 
 	// LocalTimings uses memberlist.DefaultLocalConfig (loopback, tests)
 	// instead of DefaultLANConfig.
@@ -97,6 +122,9 @@ type Cluster struct {
 	logger   hclog.Logger
 	ml       *memberlist.Memberlist
 	interval time.Duration
+	// gossipAddr is read once at Start: the *Node LocalNode returns is
+	// memberlist's own, which UpdateNode rewrites without our lock.
+	gossipAddr string
 
 	mu        sync.Mutex
 	members   map[string]*member
@@ -105,6 +133,7 @@ type Cluster struct {
 	expect    int               // 0 once bootstrap is done or ruled out
 	lastNote  string            // last bootstrap note logged, to log each once
 	intents   map[string]string // node id -> instance that announced it leaves
+	refused   map[string]string // node id -> why it was last not added, to log each once
 
 	broadcasts *memberlist.TransmitLimitedQueue // our gossip: leave intents
 
@@ -114,6 +143,8 @@ type Cluster struct {
 
 	wake   chan struct{} // membership changed
 	stopCh chan struct{}
+	ctx    context.Context // ends at Shutdown, so VerifyPeer calls end too
+	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	shutdownOnce sync.Once
@@ -132,6 +163,11 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = node.RaftAddr()
 	}
+	if len(cfg.GossipKey) > 0 {
+		if err := memberlist.ValidateKey(cfg.GossipKey); err != nil {
+			return nil, fmt.Errorf("cluster: gossip key: %w", err)
+		}
+	}
 	c := &Cluster{
 		cfg:      cfg,
 		node:     node,
@@ -139,6 +175,7 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 		interval: cfg.ReconcileInterval,
 		members:  make(map[string]*member),
 		intents:  make(map[string]string),
+		refused:  make(map[string]string),
 		expect:   cfg.BootstrapExpect,
 		wake:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
@@ -169,7 +206,10 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 	if c.ml, err = memberlist.Create(mlc); err != nil {
 		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.GossipBind, err)
 	}
-	c.logger.Info("gossip running", "addr", c.GossipAddr(), "bootstrap_expect", cfg.BootstrapExpect)
+	c.gossipAddr = c.ml.LocalNode().Address() // before our loops call UpdateNode
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.logger.Info("gossip running", "addr", c.GossipAddr(), "bootstrap_expect", cfg.BootstrapExpect,
+		"encrypted", len(cfg.GossipKey) > 0, "verify_peers", cfg.VerifyPeer != nil)
 	if cfg.Directory != nil {
 		cfg.Directory.Set(c)
 	}
@@ -208,6 +248,14 @@ func (c *Cluster) memberlistConfig() (*memberlist.Config, error) {
 	mlc.DeadNodeReclaimTime = deadNodeReclaimTime
 	mlc.Delegate = delegate{c}
 	mlc.Events = events{c}
+	if len(c.cfg.GossipKey) > 0 {
+		// memberlist builds its keyring from SecretKey; verifying both
+		// directions drops every message not sealed with the key, so a
+		// node without it cannot even be probed into the pool.
+		mlc.SecretKey = c.cfg.GossipKey
+		mlc.GossipVerifyIncoming = true
+		mlc.GossipVerifyOutgoing = true
+	}
 	// memberlist logs through a *log.Logger; hclog infers levels from its
 	// "[DEBUG]" prefixes.
 	mlc.LogOutput = nil
@@ -234,7 +282,7 @@ func splitHostPort(hp string) (string, int, error) {
 }
 
 // GossipAddr returns the address other nodes join this one at.
-func (c *Cluster) GossipAddr() string { return c.ml.LocalNode().Address() }
+func (c *Cluster) GossipAddr() string { return c.gossipAddr }
 
 // HTTPAddr returns a node's HTTP address by id, from its gossip metadata
 // (also for nodes that are suspect, dead or gone); usable as
@@ -324,6 +372,7 @@ func (c *Cluster) inConfiguration() bool {
 func (c *Cluster) Shutdown() error {
 	c.shutdownOnce.Do(func() {
 		close(c.stopCh)
+		c.cancel()
 		c.wg.Wait()
 		if err := c.ml.Shutdown(); err != nil {
 			c.shutdownErr = fmt.Errorf("cluster: shut down gossip: %w", err)

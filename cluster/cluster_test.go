@@ -39,8 +39,7 @@ func fastGossip(c *memberlist.Config) {
 	c.TCPTimeout = 2 * time.Second
 }
 
-// testNode is one lockd node: raftnode, an HTTP server mounting its
-// internal handler, and the cluster.
+// testNode is one lockd node: raftnode, an HTTP address, and the cluster.
 type testNode struct {
 	t      *testing.T
 	id     string
@@ -48,6 +47,7 @@ type testNode struct {
 	raft   string // raft address, kept across restarts
 	bind   string // gossip address, kept across restarts
 	expect int
+	opts   nodeOpts
 
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -55,20 +55,24 @@ type testNode struct {
 	cluster *Cluster
 }
 
+// nodeOpts are the Config settings some tests give a node.
+type nodeOpts struct {
+	key    []byte                                           // Config.GossipKey
+	verify func(ctx context.Context, id, raft string) error // Config.VerifyPeer
+	logger hclog.Logger                                     // the cluster's logger, if set
+}
+
 // startNode starts a node that joins the given gossip addresses.
 func startNode(t *testing.T, id string, expect int, join ...string) *testNode {
 	t.Helper()
-	tn := &testNode{t: t, id: id, dir: t.TempDir(), raft: "127.0.0.1:0", bind: "127.0.0.1:0", expect: expect}
-	tn.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tn.mu.Lock()
-		n := tn.node
-		tn.mu.Unlock()
-		if n == nil {
-			http.Error(w, "stopped", http.StatusServiceUnavailable)
-			return
-		}
-		n.Handler().ServeHTTP(w, r)
-	}))
+	return startNodeWith(t, nodeOpts{}, id, expect, join...)
+}
+
+// startNodeWith is startNode with options.
+func startNodeWith(t *testing.T, opts nodeOpts, id string, expect int, join ...string) *testNode {
+	t.Helper()
+	tn := &testNode{t: t, id: id, dir: t.TempDir(), raft: "127.0.0.1:0", bind: "127.0.0.1:0", expect: expect, opts: opts}
+	tn.srv = httptest.NewServer(http.NotFoundHandler()) // an HTTP address for the gossip metadata
 	t.Cleanup(func() {
 		tn.kill()
 		tn.srv.Close()
@@ -81,16 +85,21 @@ func (tn *testNode) start(join ...string) {
 	tn.t.Helper()
 	dir := new(Directory)
 	node, err := raftnode.Open(raftnode.Config{
-		ID: tn.id, DataDir: tn.dir, RaftBind: tn.raft, PeerHTTP: dir.HTTPAddr,
+		ID: tn.id, DataDir: tn.dir, RaftBind: tn.raft,
 		Logger: testLogger(tn.id), Timing: 0.5,
 	})
 	if err != nil {
 		tn.t.Fatalf("open %s: %v", tn.id, err)
 	}
 	tn.raft = node.RaftAddr()
+	logger := tn.opts.logger
+	if logger == nil {
+		logger = testLogger(tn.id).Named("cluster")
+	}
 	c, err := Start(Config{
 		ID: tn.id, GossipBind: tn.bind, HTTPAddr: tn.srv.Listener.Addr().String(),
-		Join: join, BootstrapExpect: tn.expect, Logger: testLogger(tn.id).Named("cluster"),
+		Join: join, BootstrapExpect: tn.expect, Logger: logger,
+		GossipKey: tn.opts.key, VerifyPeer: tn.opts.verify,
 		LocalTimings: true, Tune: fastGossip,
 		ReconcileInterval: 200 * time.Millisecond, RetryJoinInterval: 100 * time.Millisecond,
 		Directory: dir,

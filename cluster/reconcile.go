@@ -1,11 +1,17 @@
 package cluster
 
+import (
+	"context"
+	"fmt"
+	"net"
+)
+
 // reconcile makes the raft configuration follow gossip, on the leader
 // only: alive members that are not voters (or are known at another raft
-// address) are added as voters, and members that left gracefully are
-// removed. Members that merely failed stay: a killed node must be able to
-// come back, and removing it would shrink the quorum behind the
-// operator's back.
+// address) are added as voters once admit accepts them, and members that
+// left gracefully are removed. Members that merely failed stay: a killed
+// node must be able to come back, and removing it would shrink the
+// quorum behind the operator's back.
 func (c *Cluster) reconcile() {
 	if c.node.Status().State != "leader" {
 		return
@@ -17,10 +23,40 @@ func (c *Cluster) reconcile() {
 		return
 	}
 	c.reconciles.Add(1)
-	servers, err := c.node.Servers()
+	add, remove, err := c.plan()
 	if err != nil {
 		c.logger.Warn("reconcile: reading the raft configuration", "error", err)
 		return
+	}
+	for _, m := range add {
+		// Being in the gossip pool is not enough to vote: a voter that
+		// is not a real, live server counts towards the quorum without
+		// helping to reach it.
+		if err := c.admit(m); err != nil {
+			c.refuse(m.meta, err)
+			continue
+		}
+		if err := c.node.AddVoter(m.meta.ID, m.meta.Raft); err != nil {
+			c.logger.Warn("reconcile: adding voter", "id", m.meta.ID, "raft", m.meta.Raft, "error", err)
+			continue
+		}
+		c.logger.Info("reconcile: added voter", "id", m.meta.ID, "raft", m.meta.Raft)
+	}
+	for _, m := range remove {
+		if err := c.node.RemoveServer(m.ID); err != nil {
+			c.logger.Warn("reconcile: removing server that left", "id", m.ID, "error", err)
+			continue
+		}
+		c.logger.Info("reconcile: removed server that left", "id", m.ID)
+	}
+}
+
+// plan compares the members with the raft configuration: alive members
+// to add as voters, and members that left to remove.
+func (c *Cluster) plan() (add []member, remove []nodeMeta, err error) {
+	servers, err := c.node.Servers()
+	if err != nil {
+		return nil, nil, err
 	}
 	type server struct {
 		addr  string
@@ -30,33 +66,70 @@ func (c *Cluster) reconcile() {
 	for _, s := range servers {
 		inConfig[s.ID] = server{s.Addr, s.Voter}
 	}
-
-	var add, remove []nodeMeta
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, m := range c.members {
 		s, ok := inConfig[m.meta.ID]
 		switch {
 		case m.status == StatusAlive && !c.leftGracefully(m) && (!ok || s.addr != m.meta.Raft || !s.voter):
-			add = append(add, m.meta)
+			add = append(add, *m)
 		case (m.status == StatusLeft || c.leftGracefully(m)) && ok && m.meta.ID != c.cfg.ID:
 			remove = append(remove, m.meta)
 		}
 	}
-	c.mu.Unlock()
+	return add, remove, nil
+}
 
-	for _, m := range add {
-		if err := c.node.AddVoter(m.ID, m.Raft); err != nil {
-			c.logger.Warn("reconcile: adding voter", "id", m.ID, "raft", m.Raft, "error", err)
-			continue
-		}
-		c.logger.Info("reconcile: added voter", "id", m.ID, "raft", m.Raft)
+// admit decides whether a member may become a voter. It must answer a
+// direct gossip ping from this node now: memberlist v0.6.0 does not tell
+// us when it suspects a member (memberlist #293), so a member that
+// stopped answering shows alive until it is declared dead, and adding
+// it then would leave a dead voter. And Config.VerifyPeer, if set, must
+// accept it. This node itself is trusted.
+func (c *Cluster) admit(m member) error {
+	if m.meta.ID == c.cfg.ID {
+		return nil
 	}
-	for _, m := range remove {
-		if err := c.node.RemoveServer(m.ID); err != nil {
-			c.logger.Warn("reconcile: removing server that left", "id", m.ID, "error", err)
-			continue
-		}
-		c.logger.Info("reconcile: removed server that left", "id", m.ID)
+	addr, err := net.ResolveUDPAddr("udp", m.gossip)
+	if err != nil {
+		return fmt.Errorf("gossip address %q: %w", m.gossip, err)
+	}
+	if _, err := c.ml.Ping(m.meta.ID, addr); err != nil {
+		return fmt.Errorf("not answering a gossip ping: %w", err)
+	}
+	if err := c.verify(m.meta); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.refused, m.meta.ID)
+	c.mu.Unlock()
+	return nil
+}
+
+// verify runs Config.VerifyPeer, if set, on a member.
+func (c *Cluster) verify(m nodeMeta) error {
+	if c.cfg.VerifyPeer == nil || m.ID == c.cfg.ID {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, verifyTimeout)
+	defer cancel()
+	if err := c.cfg.VerifyPeer(ctx, m.ID, m.Raft); err != nil {
+		return fmt.Errorf("peer verification failed: %w", err)
+	}
+	return nil
+}
+
+// refuse logs why a member is not added as a voter, once per member and
+// reason: the loop retries every few seconds, and one line per failure
+// is enough for the operator.
+func (c *Cluster) refuse(m nodeMeta, err error) {
+	why := err.Error()
+	c.mu.Lock()
+	dup := c.refused[m.ID] == why
+	c.refused[m.ID] = why
+	c.mu.Unlock()
+	if !dup {
+		c.logger.Warn("reconcile: not adding member as a voter; will retry", "id", m.ID, "raft", m.Raft, "error", err)
 	}
 }
 
