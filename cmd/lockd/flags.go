@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,15 @@ type config struct {
 	SnapshotThreshold, TrailingLogs            uint64
 	SnapshotInterval                           time.Duration
 	Unsafe                                     string
+
+	// TLSCA, TLSCert and TLSKey are PEM files, all three or none.
+	TLSCA, TLSCert, TLSKey string
+	TLSClientAuth          bool   // HTTP API clients need a certificate from TLSCA
+	GossipKeyFile          string // --gossip-key
+	GossipKey              []byte // decoded from GossipKeyFile by check
+	// Insecure lets the node listen beyond loopback without TLS and a
+	// gossip key.
+	Insecure bool
 }
 
 // unsafeNoConsensus is the only --unsafe mode: every node bootstraps a
@@ -62,6 +72,15 @@ func parseFlags(args []string) (*config, error) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m)")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240)")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `FILE` of the CA that signs the node certificates; with --tls-cert and --tls-key: TLS 1.3 on "+
+		"the HTTP API, raft and forwarding, and only peers with a node certificate from this CA are accepted")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `FILE` of this node's certificate (lockd tls cert)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+	fs.BoolVar(&c.TLSClientAuth, "tls-client-auth", false, "HTTP API clients must present a certificate signed by --tls-ca")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key", "", "`FILE` holding the base64 gossip key (lockd keygen; 16, 24 or 32 bytes): "+
+		"gossip is encrypted and a node without the key cannot join")
+	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
+		"anyone who can reach the ports can join the cluster and use the API")
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
 		"TESTING ONLY, breaks every guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own (default $"+envUnsafe+")")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +130,9 @@ func (c *config) check() error {
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	}
+	if err := c.checkSecurity(); err != nil {
+		return err
+	}
 	var err error
 	if c.Dev && c.HTTPAdvertise == "" {
 		// Only reported in /v1/status: no peer dials it.
@@ -151,4 +173,106 @@ func advertise(what, bind, adv string) (string, error) {
 		return "", fmt.Errorf("--%s-addr %q binds every interface or a random port: set --%s-advertise to the address other nodes reach", what, bind, what)
 	}
 	return bind, nil
+}
+
+// checkSecurity checks the security flags and reads the gossip key. A node
+// listens on a non-loopback address only if it can authenticate whoever
+// connects there (TLS for HTTP and raft, the gossip key for gossip) or
+// --insecure says so: otherwise anyone who reaches a port can join the
+// cluster as a voter.
+func (c *config) checkSecurity() error {
+	tlsOn, err := c.tlsConfigured()
+	if err != nil {
+		return err
+	}
+	if c.TLSClientAuth && !tlsOn {
+		return errors.New("--tls-client-auth needs --tls-ca, --tls-cert and --tls-key")
+	}
+	if c.GossipKeyFile != "" {
+		if c.GossipKey, err = readGossipKey(c.GossipKeyFile); err != nil {
+			return err
+		}
+	}
+	if c.Insecure {
+		return nil
+	}
+	// --dev and --unsafe no-consensus run no gossip: no key to ask for.
+	gossip := !c.Dev && c.Unsafe != unsafeNoConsensus
+	listens := []struct{ flag, addr string }{{"http-addr", c.HTTPAddr}, {"raft-addr", c.RaftAddr}}
+	if gossip {
+		listens = append(listens, struct{ flag, addr string }{"gossip-addr", c.GossipAddr})
+	}
+	var missing []string
+	if !tlsOn {
+		missing = append(missing, "--tls-ca", "--tls-cert", "--tls-key")
+	}
+	if gossip && len(c.GossipKey) == 0 {
+		missing = append(missing, "--gossip-key")
+	}
+	for _, l := range listens {
+		if len(missing) == 0 || loopback(l.addr) {
+			continue
+		}
+		return fmt.Errorf("--%s %s is not a loopback address: add %s, or --insecure to accept anyone who can reach it",
+			l.flag, l.addr, andList(missing))
+	}
+	return nil
+}
+
+// tlsConfigured reports whether --tls-ca, --tls-cert and --tls-key are
+// given; some without the others is an error.
+func (c *config) tlsConfigured() (bool, error) {
+	var given, absent []string
+	for _, f := range []struct{ name, val string }{{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}} {
+		if f.val != "" {
+			given = append(given, f.name)
+		} else {
+			absent = append(absent, f.name)
+		}
+	}
+	if len(given) > 0 && len(absent) > 0 {
+		return false, fmt.Errorf("%s given without %s: --tls-ca, --tls-cert and --tls-key go together", andList(given), andList(absent))
+	}
+	return len(absent) == 0, nil
+}
+
+// readGossipKey reads a key file as lockd keygen prints it: base64 of
+// 16, 24 or 32 bytes (AES-128, -192 or -256, as memberlist accepts).
+func readGossipKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key %s: not a base64 key (lockd keygen prints one): %w", path, err)
+	}
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("--gossip-key %s: the key is %d bytes, want 16, 24 or 32 (lockd keygen prints 32)", path, n)
+	}
+	return key, nil
+}
+
+// loopback reports whether a listen address accepts only this machine.
+// No host, 0.0.0.0 and :: listen everywhere; a name other than
+// localhost may resolve to anything. An address that does not parse
+// counts as loopback here: advertise reports it.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// andList joins flag names as "a, b and c".
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
