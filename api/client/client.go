@@ -45,10 +45,29 @@
 // first, the client cancels the pending request on the server (DELETE
 // /v1/requests/{id}); if the cluster answers that the request was granted
 // meanwhile, the client releases that grant and still returns ctx.Err().
+//
+// # TLS
+//
+// Plain HTTP is the default. WithTLS(cfg) makes every call HTTPS, to the
+// configured endpoints and to the leader and members learned from
+// /v1/status alike; TLSConfig builds cfg from PEM files. Without WithTLS,
+// New and NewWith read these environment variables beside LOCKD_ADDR:
+//
+//	LOCKD_CACERT       CA certificate(s) the nodes' certificates chain to
+//	                   (default: the system roots)
+//	LOCKD_CLIENT_CERT  client certificate, for nodes run with
+//	                   --tls-client-auth (a node certificate also works)
+//	LOCKD_CLIENT_KEY   its key
+//
+// Setting LOCKD_CACERT, or the certificate and its key, switches HTTPS on.
+// A handshake that fails for good (the node's certificate does not
+// verify, the node refuses the client's, or the node speaks plain HTTP) is
+// not retried.
 package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,7 +85,9 @@ type Client struct {
 	hc     *http.Client
 	log    *slog.Logger
 	retry  RetryPolicy
-	scheme string
+	scheme string      // of learned endpoints: the first configured one's, https with TLS
+	tls    *tls.Config // WithTLS or the environment; nil: plain HTTP
+	tlsSet bool        // WithTLS was given: the environment does not count
 
 	mu        sync.Mutex
 	endpoints []string             // base URLs: configured first, then learned members
@@ -139,13 +160,15 @@ const EnvAddr = "LOCKD_ADDR"
 
 // New returns a client of the cluster at endpoints (host:port or
 // http(s)://host:port; one node is enough, the others are learned from
-// it). Without endpoints it reads LOCKD_ADDR. New does no I/O: the leader
-// is learned on the first call.
+// it). Without endpoints it reads LOCKD_ADDR. It speaks HTTPS when
+// LOCKD_CACERT or LOCKD_CLIENT_CERT and LOCKD_CLIENT_KEY are set. New does
+// no I/O: the leader is learned on the first call.
 func New(endpoints ...string) (*Client, error) {
 	return NewWith(endpoints)
 }
 
-// NewWith is New with options; nil or empty endpoints read LOCKD_ADDR.
+// NewWith is New with options; nil or empty endpoints read LOCKD_ADDR,
+// and without WithTLS the TLS variables count as in New.
 func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		for _, e := range strings.Split(os.Getenv(EnvAddr), ",") {
@@ -163,8 +186,21 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		retry: DefaultRetryPolicy,
 		down:  map[string]time.Time{},
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	if !c.tlsSet {
+		cfg, err := TLSConfigFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("lockd client: %w", err)
+		}
+		c.tls = cfg
+	}
+	if c.tls != nil {
+		c.hc = withTLS(c.hc, c.tls)
+	}
 	for _, e := range endpoints {
-		base, err := normalizeEndpoint(e)
+		base, err := normalizeEndpoint(e, c.tls != nil)
 		if err != nil {
 			return nil, fmt.Errorf("lockd client: %w", err)
 		}
@@ -175,9 +211,6 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		if !containsStr(c.endpoints, base) {
 			c.endpoints = append(c.endpoints, base)
 		}
-	}
-	for _, o := range opts {
-		o(c)
 	}
 	return c, nil
 }

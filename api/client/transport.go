@@ -66,7 +66,7 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		var ae *Error
 		isAPI := errors.As(err, &ae)
-		if isAPI && ae.Code != CodeNoLeader {
+		if (isAPI && ae.Code != CodeNoLeader) || isTLSRefusal(err) {
 			return err // a definite answer
 		}
 		// The node failed us (down, unreachable, or without a leader):
@@ -300,8 +300,9 @@ func (cl *Client) baseURL(hostport string) string {
 	return cl.scheme + "://" + hostport
 }
 
-// normalizeEndpoint accepts "host:port" or "http(s)://host:port[/]".
-func normalizeEndpoint(ep string) (string, error) {
+// normalizeEndpoint accepts "host:port" or "http(s)://host:port[/]"; with
+// useTLS the base URL is https whatever the scheme given.
+func normalizeEndpoint(ep string, useTLS bool) (string, error) {
 	ep = strings.TrimSpace(ep)
 	if ep == "" {
 		return "", errors.New("empty endpoint")
@@ -315,6 +316,9 @@ func normalizeEndpoint(ep string) (string, error) {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return "", fmt.Errorf("endpoint %q: want host:port or http(s)://host:port", ep)
+	}
+	if useTLS {
+		u.Scheme = "https"
 	}
 	return u.Scheme + "://" + u.Host, nil
 }
