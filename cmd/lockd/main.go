@@ -13,6 +13,7 @@
 //	lockd leave  [--addr 127.0.0.1:7001]
 //	lockd tls ca   --out DIR
 //	lockd tls cert --ca DIR --name n1 [--ip 10.0.0.1,...] [--dns host,...] [--client] --out DIR
+//	lockd tls init --out DIR --node n1=10.0.0.1 ... [--client NAME] [--gossip-key]
 //	lockd keygen
 package main
 

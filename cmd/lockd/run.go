@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +18,7 @@ import (
 	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/cluster"
 	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/certs"
 )
 
 // Shutdown budgets.
@@ -34,6 +38,7 @@ type agent struct {
 	node *raftnode.Node
 	srv  *api.Server
 	http *http.Server
+	tls  *certs.Store // nil without --tls-*
 
 	dir cluster.Directory               // raftnode asks for peers before gossip runs
 	cl  atomic.Pointer[cluster.Cluster] // set once gossip runs
@@ -59,6 +64,9 @@ func run(ctx context.Context, cfg *config) error {
 	ctx, a.stop = context.WithCancelCause(ctx)
 	defer a.stop(nil)
 
+	if err := a.loadTLS(ctx); err != nil {
+		return err
+	}
 	if err := a.openRaft(); err != nil {
 		return err
 	}
@@ -93,10 +101,49 @@ func (a *agent) peerHTTP(id string) (string, bool) {
 	return a.dir.HTTPAddr(id)
 }
 
+// loadTLS loads the node's certificates (--tls-*) and reloads them on
+// SIGHUP until ctx ends: new connections get the new ones.
+func (a *agent) loadTLS(ctx context.Context) error {
+	if a.cfg.TLSCA == "" {
+		return nil
+	}
+	store, err := certs.Load(certs.Files{CA: a.cfg.TLSCA, Cert: a.cfg.TLSCert, Key: a.cfg.TLSKey})
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	if id := store.NodeID(); id != a.cfg.NodeID {
+		return fmt.Errorf("tls: %s names node %q, not --node-id %q: peers check that a node's certificate names it",
+			a.cfg.TLSCert, id, a.cfg.NodeID)
+	}
+	a.tls = store
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				if err := store.Reload(); err != nil {
+					a.log.Error("SIGHUP: certificates not reloaded; keeping the current ones", "error", err)
+				} else {
+					a.log.Info("SIGHUP: certificates reloaded")
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
 func (a *agent) openRaft() error {
-	node, err := raftnode.Open(raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
+	cfg := raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
-		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs})
+		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs}
+	if a.tls != nil {
+		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()
+	}
+	node, err := raftnode.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("open raft node: %w", err)
 	}
@@ -125,8 +172,15 @@ func (a *agent) serveHTTP() error {
 	a.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    a.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	scheme := "http"
+	if a.tls != nil {
+		scheme = "https"
+		a.http.TLSConfig = a.tls.APIServer(a.cfg.TLSClientAuth)
+		ln = tls.NewListener(ln, a.http.TLSConfig)
+	}
 	go func() { a.serveErrs <- a.http.Serve(ln) }()
-	a.log.Info("http api listening", "addr", ln.Addr().String(), "advertise", a.cfg.HTTPAdvertise)
+	a.log.Info("http api listening", "addr", ln.Addr().String(), "advertise", a.cfg.HTTPAdvertise, "scheme", scheme,
+		"client_certs", a.cfg.TLSClientAuth)
 	return nil
 }
 
@@ -141,10 +195,14 @@ func (a *agent) join() error {
 	if a.cfg.Dev {
 		return devBootstrap(a.node, a.cfg.NodeID)
 	}
-	c, err := cluster.Start(cluster.Config{ID: a.cfg.NodeID, GossipBind: a.cfg.GossipAddr,
+	cfg := cluster.Config{ID: a.cfg.NodeID, GossipBind: a.cfg.GossipAddr,
 		GossipAdvertise: a.cfg.GossipAdvert, RaftAddr: a.cfg.RaftAdvertise, HTTPAddr: a.cfg.HTTPAdvertise,
-		Join: a.cfg.Join, BootstrapExpect: a.cfg.BootstrapExpect, Logger: a.log.Named("cluster"), Directory: &a.dir},
-		a.node)
+		Join: a.cfg.Join, BootstrapExpect: a.cfg.BootstrapExpect, Logger: a.log.Named("cluster"), Directory: &a.dir,
+		GossipKey: a.cfg.GossipKey}
+	if a.tls != nil {
+		cfg.VerifyPeer = a.node.VerifyPeer // a voter's node certificate must name its id
+	}
+	c, err := cluster.Start(cfg, a.node)
 	if err != nil {
 		return fmt.Errorf("start cluster membership: %w", err)
 	}

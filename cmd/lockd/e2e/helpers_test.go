@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,10 +66,17 @@ func logLevel() string {
 // --bootstrap-expect n. It does not wait for a leader.
 func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, n, newClient(), nil, extra...)
+}
+
+// startClusterWith is startCluster with the client the test talks to the
+// nodes with, and flags of each node's own (nodeArgs, if not nil).
+func startClusterWith(t *testing.T, n int, api *client, nodeArgs func(id string) []string, extra ...string) *cluster {
+	t.Helper()
 	needBinary(t)
 	dir := t.TempDir() // removed after the processes are killed (cleanups run LIFO)
 	ports := lockdtest.FreePorts(t, 3*n)
-	c := &cluster{t: t, api: newClient()}
+	c := &cluster{t: t, api: api}
 	var gossip []string
 	for i := range n {
 		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
@@ -94,6 +102,9 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 			"--join", strings.Join(others, ","), "--bootstrap-expect", strconv.Itoa(n),
 			"--raft-timing", raftTiming(), "--log-level", logLevel(),
 		}, extra...)
+		if nodeArgs != nil {
+			nd.args = append(nd.args, nodeArgs(nd.id)...)
+		}
 		c.nodes = append(c.nodes, nd)
 	}
 	t.Cleanup(c.cleanup)
@@ -359,22 +370,31 @@ func errCode(err error) string {
 }
 
 type client struct {
-	tr *http.Transport
-	hc *http.Client
+	tr     *http.Transport
+	hc     *http.Client
+	scheme string
 }
 
-func newClient() *client {
+func newClient() *client { return newTLSClient(nil) }
+
+// newTLSClient talks HTTPS with conf, or plain HTTP when conf is nil.
+func newTLSClient(conf *tls.Config) *client {
 	tr := &http.Transport{
 		Proxy:               nil, // loopback only, never a proxy
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     30 * time.Second,
+		TLSClientConfig:     conf,
 	}
-	return &client{tr: tr, hc: &http.Client{Transport: tr}}
+	scheme := "http"
+	if conf != nil {
+		scheme = "https"
+	}
+	return &client{tr: tr, hc: &http.Client{Transport: tr}, scheme: scheme}
 }
 
-// do sends a JSON request to http://addr+path and decodes a 2xx answer
-// into out; other answers come back as *apiError.
+// do sends a JSON request to addr+path and decodes a 2xx answer into
+// out; other answers come back as *apiError.
 func (c *client) do(ctx context.Context, method, addr, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -384,7 +404,7 @@ func (c *client) do(ctx context.Context, method, addr, path string, in, out any)
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, body)
 	if err != nil {
 		return err
 	}
