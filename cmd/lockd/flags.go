@@ -87,7 +87,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q (subcommands: health, leave)", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments %q (subcommands: health, leave, tls, keygen)", fs.Args())
 	}
 	for _, a := range strings.Split(*join, ",") {
 		if a = strings.TrimSpace(a); a != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,17 @@ func TestSecurityFlagsParsed(t *testing.T) {
 	}
 	if c, err = parseFlags(strings.Fields("--node-id n1 --data-dir /d --insecure")); err != nil || !c.Insecure || c.GossipKey != nil {
 		t.Fatalf("--insecure: %+v, %v", c, err)
+	}
+}
+
+// What lockd keygen prints is what --gossip-key reads.
+func TestGossipKeyFromKeygen(t *testing.T) {
+	var out bytes.Buffer
+	if rc := keygen(nil, &out, io.Discard); rc != 0 {
+		t.Fatalf("keygen exit %d", rc)
+	}
+	c, err := parseFlags(strings.Fields("--node-id n1 --data-dir /d --gossip-key " + writeFile(t, out.String())))
+	if err != nil || len(c.GossipKey) != 32 {
+		t.Fatalf("--gossip-key with keygen's key: %v, %d bytes", err, len(c.GossipKey))
 	}
 }
