@@ -46,7 +46,13 @@ Usage:
   lockctl session delete [--json] ID
   lockctl release --session ID [--json] NAME
 
-Every command takes --addr (default $LOCKD_ADDR, else ` + defaultAddr + `).
+Every command takes these flags:
+  --addr A[,A...]      lockd addresses (default $LOCKD_ADDR, else ` + defaultAddr + `)
+  --ca-cert FILE       speak HTTPS, trusting the CA in FILE (default $LOCKD_CACERT;
+                       the system roots when only a client certificate is given)
+  --client-cert FILE   speak HTTPS, presenting this client certificate, for nodes
+  --client-key FILE    run with --tls-client-auth (default $LOCKD_CLIENT_CERT and
+                       $LOCKD_CLIENT_KEY)
 Run "lockctl COMMAND --help" for a command's flags.
 
 Exit codes:
@@ -71,7 +77,10 @@ Exit codes:
 type env struct {
 	stdout, stderr io.Writer
 	addr           string
-	json           bool
+	// caCert, clientCert and clientKey name the TLS files; all "" for
+	// plain HTTP.
+	caCert, clientCert, clientKey string
+	json                          bool
 }
 
 // command is one subcommand: it parses its own flags and returns an exit code.
@@ -123,6 +132,12 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 		addr = defaultAddr
 	}
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
+	fs.StringVar(&e.caCert, "ca-cert", os.Getenv(client.EnvCACert),
+		"speak HTTPS, trusting the CA certificate(s) in this PEM `file` (env "+client.EnvCACert+"; default: the system roots)")
+	fs.StringVar(&e.clientCert, "client-cert", os.Getenv(client.EnvClientCert),
+		"speak HTTPS, presenting the client certificate in this PEM `file` (env "+client.EnvClientCert+")")
+	fs.StringVar(&e.clientKey, "client-key", os.Getenv(client.EnvClientKey),
+		"the key of --client-cert, a PEM `file` (env "+client.EnvClientKey+")")
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
@@ -157,15 +172,28 @@ func (e *env) usageErr(fs *flag.FlagSet, format string, a ...any) int {
 	return exitUsage
 }
 
-// client returns a client of --addr.
+// client returns a client of --addr, speaking HTTPS when --ca-cert or
+// --client-cert and --client-key are given. Its errors name the flag at
+// fault.
 func (e *env) client() (*client.Client, error) {
+	cfg, err := client.TLSConfig(e.caCert, e.clientCert, e.clientKey)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert, --client-cert, --client-key: %w", err)
+	}
 	var eps []string
 	for _, a := range strings.Split(e.addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			eps = append(eps, a)
 		}
 	}
-	return client.NewWith(eps)
+	if len(eps) == 0 {
+		return nil, errors.New("--addr: no address")
+	}
+	c, err := client.NewWith(eps, client.WithTLS(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("--addr: %w", err)
+	}
+	return c, nil
 }
 
 // fail prints err as the failure of cmd and returns the exit code its cause

@@ -19,7 +19,23 @@ Usage:
 	lockctl release --session ID [--json] NAME
 
 Every command takes --addr (comma-separated host:port or http(s)://host:port
-addresses; default $LOCKD_ADDR, else 127.0.0.1:7001).
+addresses; default $LOCKD_ADDR, else 127.0.0.1:7001) and the TLS flags below.
+
+# TLS
+
+lockctl speaks plain HTTP unless it is given a CA or a client certificate;
+then it speaks HTTPS to every node, including the leader it learns from the
+cluster:
+
+	--ca-cert FILE      the CA certificate(s) the nodes' certificates chain
+	                    to (default $LOCKD_CACERT; without it, the system roots)
+	--client-cert FILE  a client certificate, for nodes run with
+	--client-key FILE   --tls-client-auth (default $LOCKD_CLIENT_CERT and
+	                    $LOCKD_CLIENT_KEY); `lockd tls cert --client` makes one
+
+A handshake that fails (a certificate that does not verify, a node that
+refuses lockctl's, a node that speaks plain HTTP) is reported at once, with
+exit code 69.
 
 # lockctl lock
 

@@ -21,7 +21,7 @@ const infoTimeout = 15 * time.Second
 func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) int) int {
 	c, err := e.client()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: --addr: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)

@@ -135,7 +135,7 @@ func (e *env) lock(o *lockOpts) int {
 
 	c, err := e.client()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl lock: --addr: %v\n", err)
+		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
 		return exitUsage
 	}
 	s, grant, code := e.acquire(c, o, sigc)

@@ -25,27 +25,14 @@ type rawAPI struct {
 	hc        *http.Client
 }
 
-// raw returns a rawAPI of --addr.
+// raw returns a rawAPI of --addr, with the base URLs and the HTTP client
+// (TLS included) of the Go client.
 func (e *env) raw() (*rawAPI, error) {
-	var eps []string
-	for _, a := range strings.Split(e.addr, ",") {
-		a = strings.TrimRight(strings.TrimSpace(a), "/")
-		if a == "" {
-			continue
-		}
-		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
-			a = "http://" + a
-		}
-		u, err := url.Parse(a)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("bad address %q", a)
-		}
-		eps = append(eps, a)
+	c, err := e.client()
+	if err != nil {
+		return nil, err
 	}
-	if len(eps) == 0 {
-		return nil, errors.New("no address")
-	}
-	return &rawAPI{endpoints: eps, hc: &http.Client{}}, nil
+	return &rawAPI{endpoints: c.Endpoints(), hc: c.HTTPClient()}, nil
 }
 
 // lockPath is /v1/locks/NAME with each segment of NAME escaped.

@@ -50,7 +50,7 @@ func runSession(e *env, args []string) int {
 func (e *env) rawQuery(cmd string, f func(ctx context.Context, a *rawAPI) int) int {
 	a, err := e.raw()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: --addr: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)

@@ -51,7 +51,7 @@ for 15s, then watch exits 69.
 	name := fs.Arg(0)
 	a, err := e.raw()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl watch: --addr: %v\n", err)
+		fmt.Fprintf(e.stderr, "lockctl watch: %v\n", err)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
