@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/client"
 )
 
 // health is `lockd health`: exit 0 when the node at --addr answers
@@ -17,14 +19,15 @@ import (
 // uses it as its HEALTHCHECK.
 func health(args []string) int {
 	fs := flag.NewFlagSet("lockd health", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:7001", "HTTP address of the node")
+	var n nodeConn
+	n.register(fs)
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	quiet := fs.Bool("quiet", false, "print nothing")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var st api.StatusResponse
-	err := call(http.MethodGet, *addr, "/v1/status", *timeout, &st)
+	err := n.call(http.MethodGet, "/v1/status", *timeout, &st)
 	switch {
 	case err != nil:
 		say(*quiet, "unhealthy: %v\n", err)
@@ -41,11 +44,12 @@ func health(args []string) int {
 // good (it is removed from the raft configuration) and stop.
 func leave(args []string) int {
 	fs := flag.NewFlagSet("lockd leave", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:7001", "HTTP address of the node")
+	var n nodeConn
+	n.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := call(http.MethodPost, *addr, "/v1/agent/leave", 10*time.Second, nil); err != nil {
+	if err := n.call(http.MethodPost, "/v1/agent/leave", 10*time.Second, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "lockd leave:", err)
 		return 1
 	}
@@ -59,13 +63,61 @@ func say(quiet bool, format string, args ...any) {
 	}
 }
 
-// call does one request and decodes a 2xx JSON answer into out.
-func call(method, addr, path string, timeout time.Duration, out any) error {
-	req, err := http.NewRequest(method, "http://"+addr+path, nil)
+// nodeConn is how health and leave reach a node: --addr and the TLS
+// flags.
+type nodeConn struct {
+	addr, caCert, clientCert, clientKey string
+}
+
+// nodeTLSEnv names the node's own TLS files (its --tls-ca, --tls-cert and
+// --tls-key). The Docker HEALTHCHECK runs `lockd health --quiet` without
+// arguments inside the container, so health and leave use these files when
+// given no TLS flag; a node certificate is also a client certificate.
+var nodeTLSEnv = struct{ ca, cert, key string }{"LOCKD_TLS_CA", "LOCKD_TLS_CERT", "LOCKD_TLS_KEY"}
+
+// register adds --addr, --ca-cert, --client-cert and --client-key to fs.
+func (n *nodeConn) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.addr, "addr", "127.0.0.1:7001", "HTTP address of the node")
+	fs.StringVar(&n.caCert, "ca-cert", os.Getenv(client.EnvCACert),
+		"speak HTTPS, trusting the CA certificate(s) in this PEM `file` (env "+client.EnvCACert+")")
+	fs.StringVar(&n.clientCert, "client-cert", os.Getenv(client.EnvClientCert),
+		"speak HTTPS, presenting the client certificate in this PEM `file` (env "+client.EnvClientCert+")")
+	fs.StringVar(&n.clientKey, "client-key", os.Getenv(client.EnvClientKey),
+		"the key of --client-cert, a PEM `file` (env "+client.EnvClientKey+")")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Without --ca-cert, --client-cert and --client-key (and their env), the node's\n"+
+			"own files in $%s, $%s and $%s are used, if set.\n", nodeTLSEnv.ca, nodeTLSEnv.cert, nodeTLSEnv.key)
+	}
+}
+
+// tlsConfig is the TLS config of the flags, else of the node's own files;
+// nil for plain HTTP.
+func (n *nodeConn) tlsConfig() (*tls.Config, error) {
+	ca, cert, key := n.caCert, n.clientCert, n.clientKey
+	if ca == "" && cert == "" && key == "" {
+		ca, cert, key = os.Getenv(nodeTLSEnv.ca), os.Getenv(nodeTLSEnv.cert), os.Getenv(nodeTLSEnv.key)
+	}
+	return client.TLSConfig(ca, cert, key)
+}
+
+// call does one request to the node and decodes a 2xx JSON answer into
+// out.
+func (n *nodeConn) call(method, path string, timeout time.Duration, out any) error {
+	cfg, err := n.tlsConfig()
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	hc, scheme := &http.Client{Timeout: timeout}, "http"
+	if cfg != nil {
+		hc.Transport, scheme = &http.Transport{TLSClientConfig: cfg}, "https"
+	}
+	req, err := http.NewRequest(method, scheme+"://"+n.addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
