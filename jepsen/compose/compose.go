@@ -11,6 +11,7 @@ package compose
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockd/lockd/api/client"
@@ -52,6 +54,16 @@ type Cluster struct {
 	PortPrefix string
 	// Env is extra environment for docker-compose, e.g. "LOCKD_UNSAFE=...".
 	Env []string
+	// CertsDir is the host directory of the cluster's certificates and
+	// gossip key (LOCKD_CERTS), which the compose file's certs service
+	// fills; "" means jepsen/results/certs-<project> under Dir, so that
+	// clusters side by side (other subnets, so other addresses in the
+	// node certificates) keep theirs apart.
+	CertsDir string
+
+	tlsOnce sync.Once
+	tlsConf *tls.Config
+	tlsErr  error
 }
 
 // Status is a node's GET /v1/status answer (the Go client's type).
@@ -80,6 +92,25 @@ func (c *Cluster) subnet() string {
 		return DefaultSubnet
 	}
 	return c.Subnet
+}
+
+func (c *Cluster) certsDir() string {
+	if c.CertsDir != "" {
+		return c.CertsDir
+	}
+	return filepath.Join(c.Dir, "jepsen", "results", "certs-"+c.project())
+}
+
+// TLS returns the client TLS config of the cluster's HTTPS APIs: its CA,
+// and the admin client certificate. The certs service writes both when
+// the cluster first comes up.
+func (c *Cluster) TLS() (*tls.Config, error) {
+	c.tlsOnce.Do(func() {
+		dir := c.certsDir()
+		c.tlsConf, c.tlsErr = client.TLSConfig(filepath.Join(dir, "ca.pem"),
+			filepath.Join(dir, "admin.pem"), filepath.Join(dir, "admin-key.pem"))
+	})
+	return c.tlsConf, c.tlsErr
 }
 
 func (c *Cluster) portPrefix() string {
@@ -147,6 +178,7 @@ func (c *Cluster) Environ() []string {
 	env := append(os.Environ(),
 		"LOCKD_SUBNET="+c.subnet(),
 		"LOCKD_PORT_PREFIX="+c.portPrefix(),
+		"LOCKD_CERTS="+c.certsDir(),
 	)
 	return append(env, c.Env...)
 }
@@ -263,17 +295,20 @@ func (c *Cluster) PID(ctx context.Context, node string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
-var httpClient = &http.Client{Timeout: 2 * time.Second}
-
-// Status reads node's GET /v1/status (2 s timeout).
+// Status reads node's GET /v1/status over HTTPS (2 s timeout).
 func (c *Cluster) Status(ctx context.Context, node string) (*Status, error) {
+	conf, err := c.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("%s: /v1/status: %w", node, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+c.HTTPAddr(node)+"/v1/status", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+c.HTTPAddr(node)+"/v1/status", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := httpClient.Do(req)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

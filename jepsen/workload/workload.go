@@ -6,6 +6,7 @@ package workload
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,7 @@ type Env struct {
 	Pauses    *Pauses       // client pauses asked by the nemesis (may be nil)
 	Seed      uint64
 	Log       *slog.Logger
+	TLS       *tls.Config // the cluster's HTTPS; nil: plain HTTP
 
 	elements atomic.Int64
 	procs    atomic.Int64
@@ -105,8 +107,10 @@ func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 			eps = append(eps, env.Endpoints[(i+j)%len(env.Endpoints)])
 		}
 		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.TLSClientConfig = env.TLS // the gate is no *http.Transport: TLS goes on the one below it
 		g := &gate{base: base}
-		c, err := client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log))
+		c, err := client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log),
+			client.WithTLS(env.TLS))
 		if err != nil {
 			return nil, err
 		}

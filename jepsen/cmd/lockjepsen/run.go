@@ -303,12 +303,16 @@ func newClients(cfg *runConfig, cl *compose.Cluster, rec *history.Recorder, res 
 	for _, n := range cl.Names() {
 		eps = append(eps, cl.HTTPAddr(n))
 	}
+	conf, err := cl.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("cluster TLS: %w", err)
+	}
 	clientLog := slog.New(slog.DiscardHandler)
 	if cfg.verbose {
 		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
-		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog}
+		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog, TLS: conf}
 	return workload.NewClients(env, w, cfg.clients)
 }
 
