@@ -200,7 +200,7 @@ func TestLockSessionLostKillsCommand(t *testing.T) {
 // TestLockKeepaliveExpiry freezes the server: with no keepalive answered
 // for the TTL minus the margin, lockctl must stop the command on its own.
 func TestLockKeepaliveExpiry(t *testing.T) {
-	addr, lockd := startDevProc(t)
+	addr, lockd := startDevProc(t, "")
 	dir := t.TempDir()
 	p := startLockctl(t, addr, dir, "lock", "--ttl", "2s", "--grace", "500ms", "jobs/frozen", "--",
 		"sh", "-c", `trap "" TERM; echo $$ > pid; while :; do sleep 0.1; done`)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 )
 
 // Binaries TestMain built (empty with -short, which skips the tests that
@@ -42,12 +44,14 @@ func needBinaries(t *testing.T) {
 // returns its address; the node is stopped in t.Cleanup.
 func startDev(t *testing.T) string {
 	t.Helper()
-	addr, _ := startDevProc(t)
+	addr, _ := startDevProc(t, "")
 	return addr
 }
 
-// startDevProc is startDev that also returns the lockd process.
-func startDevProc(t *testing.T) (string, *os.Process) {
+// startDevProc is startDev that also returns the lockd process. A pki
+// directory (of `lockd tls init --node dev`) makes it serve HTTPS to
+// clients with a certificate (--tls-client-auth).
+func startDevProc(t *testing.T, pki string) (string, *os.Process) {
 	t.Helper()
 	needBinaries(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,7 +65,18 @@ func startDevProc(t *testing.T) (string, *os.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
+	args := []string{"--dev", "--http-addr", addr, "--log-level", "warn"}
+	hc, base := http.DefaultClient, "http://"+addr
+	if pki != "" {
+		ca, cert, key := filepath.Join(pki, "ca.pem"), filepath.Join(pki, "dev.pem"), filepath.Join(pki, "dev-key.pem")
+		args = append(args, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key, "--tls-client-auth")
+		cfg, err := client.TLSConfig(ca, cert, key) // a node certificate is a client certificate too
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc, base = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, "https://"+addr
+	}
+	cmd := exec.Command(lockdBin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)
@@ -87,7 +102,7 @@ func startDevProc(t *testing.T) (string, *os.Process) {
 		var st struct {
 			State string `json:"state"`
 		}
-		if err := getJSON(addr, "/v1/status", &st); err == nil && st.State == "leader" {
+		if err := getJSONWith(hc, base+"/v1/status", &st); err == nil && st.State == "leader" {
 			return addr, cmd.Process
 		}
 		select {
@@ -104,13 +119,18 @@ func startDevProc(t *testing.T) (string, *os.Process) {
 
 // getJSON GETs path on addr and decodes a 200 answer into out.
 func getJSON(addr, path string, out any) error {
-	resp, err := http.Get("http://" + addr + path)
+	return getJSONWith(http.DefaultClient, "http://"+addr+path, out)
+}
+
+// getJSONWith GETs url with hc and decodes a 200 answer into out.
+func getJSONWith(hc *http.Client, url string, out any) error {
+	resp, err := hc.Get(url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }

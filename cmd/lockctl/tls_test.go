@@ -1,8 +1,12 @@
+//go:build linux
+
 package main
 
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,5 +78,31 @@ func TestTLSFlags(t *testing.T) {
 				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tc.code, tc.want, &stdout, &stderr)
 			}
 		})
+	}
+}
+
+// A real `lockd --dev` with TLS and client certificates required: lockctl
+// runs a job under a lock and lists it with the flags, and is refused
+// without them.
+func TestTLSDevNode(t *testing.T) {
+	needBinaries(t)
+	pki := t.TempDir()
+	if out, err := exec.Command(lockdBin, "tls", "init", "--out", pki, "--node", "dev", "--client", "ops").CombinedOutput(); err != nil {
+		t.Fatalf("lockd tls init: %v\n%s", err, out)
+	}
+	addr, _ := startDevProc(t, pki)
+	flags := []string{"--ca-cert", filepath.Join(pki, "ca.pem"),
+		"--client-cert", filepath.Join(pki, "ops.pem"), "--client-key", filepath.Join(pki, "ops-key.pem")}
+	code, out, stderr := lockctl(t, addr, append(append([]string{"lock"}, flags...), "jobs/tls", "--", "sh", "-c", "echo token $LOCKD_TOKEN")...)
+	if code != exitOK || !strings.HasPrefix(out, "token ") {
+		t.Fatalf("lock: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = lockctl(t, addr, append([]string{"session", "list"}, flags...)...)
+	if code != exitOK || !strings.HasPrefix(out, "ID") {
+		t.Fatalf("session list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = lockctl(t, addr, "status", "--ca-cert", flags[1])
+	if code != exitUnavailable || !strings.Contains(stderr, "certificate required") {
+		t.Fatalf("status without a client certificate: exit %d\n%s", code, stderr)
 	}
 }
