@@ -21,4 +21,8 @@ HEALTHCHECK --interval=5s --timeout=3s --start-period=15s --retries=3 \
     CMD ["/lockd", "health", "--quiet"]
 
 ENTRYPOINT ["/lockd"]
-CMD ["--dev", "--http-addr", "0.0.0.0:7001"]
+# A bare `docker run -p 127.0.0.1:7001:7001 lockd:dev` is a plaintext dev
+# node: inside the container it must listen on 0.0.0.0, which lockd only
+# does without TLS when told --insecure. Publish it on the host's loopback
+# only; docker-compose.yml runs the secure cluster.
+CMD ["--dev", "--http-addr", "0.0.0.0:7001", "--insecure"]

@@ -67,6 +67,9 @@ func run(ctx context.Context, cfg *config) error {
 	if err := a.loadTLS(ctx); err != nil {
 		return err
 	}
+	if cfg.Insecure {
+		a.log.Warn("--insecure: ports beyond loopback accept anyone who reaches them, without TLS or a gossip key")
+	}
 	if err := a.openRaft(); err != nil {
 		return err
 	}
