@@ -20,6 +20,9 @@ const (
 	// CodeCancelled: the acquire was cancelled (DELETE /v1/requests/{id})
 	// while the session lives on.
 	CodeCancelled = string(lockservice.CodeCancelled)
+	// CodeUnauthorized: the request carries no credentials the endpoint
+	// accepts.
+	CodeUnauthorized = "unauthorized"
 	// CodeNotFound: no such endpoint.
 	CodeNotFound = "not_found"
 	// CodeInternal: a bug or an unexpected failure of this node.

@@ -54,6 +54,10 @@ type Config struct {
 	// Members returns the gossip view of the cluster; nil means the raft
 	// configuration alone is reported.
 	Members func() []Member
+	// OperatorCert makes the operator endpoints (leave, member removal)
+	// demand a client certificate signed by the cluster's CA (the TLS
+	// listener has verified it): on whenever the API serves HTTPS.
+	OperatorCert bool
 	// Leave makes this node leave the cluster for good (POST
 	// /v1/agent/leave); nil answers 501. It is called in its own
 	// goroutine after the answer is written.
@@ -132,8 +136,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/waitgraph", s.waitGraph)
 	mux.HandleFunc("GET /v1/events", s.events)
-	mux.HandleFunc("POST /v1/agent/leave", s.leave)
-	mux.HandleFunc("DELETE /v1/members/{id}", s.removeMember)
+	mux.HandleFunc("POST /v1/agent/leave", s.operator(s.leave))
+	mux.HandleFunc("DELETE /v1/members/{id}", s.operator(s.removeMember))
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))

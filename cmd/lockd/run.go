@@ -156,7 +156,7 @@ func (a *agent) openRaft() error {
 
 func (a *agent) serveHTTP() error {
 	apiCfg := api.Config{Node: a.node, HTTPAddr: a.cfg.HTTPAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log,
-		MaxWait: a.cfg.MaxWait}
+		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil}
 	if !a.cfg.Dev {
 		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
 		apiCfg.Leave = a.leave

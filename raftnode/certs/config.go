@@ -14,12 +14,20 @@ import (
 
 // APIServer is the TLS config of the HTTP API. With requireClientCert a
 // client must present a certificate signed by the CA, a client or a node
-// certificate; without it no client certificate is asked for.
+// certificate. Without it a client may present one, which is verified
+// just the same: the API's operator endpoints ask for it.
 func (s *Store) APIServer(requireClientCert bool) *tls.Config {
 	c := s.server()
+	c.ClientAuth = tls.RequestClientCert // verified below
+	verify := s.verifyPeer(clientRole)
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 && !requireClientCert {
+			return nil
+		}
+		return verify(cs)
+	}
 	if requireClientCert {
-		c.ClientAuth = tls.RequireAnyClientCert // verified below
-		c.VerifyConnection = s.verifyPeer(clientRole)
+		c.ClientAuth = tls.RequireAnyClientCert
 	}
 	return c
 }

@@ -1,0 +1,50 @@
+package api_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/client/clienttest"
+)
+
+// Over HTTPS the endpoints that change the cluster (leave, member
+// removal) answer only a client that presents a certificate signed by the
+// cluster's CA; other clients get 401 and nothing happens.
+func TestOperatorEndpointsNeedAClientCertificate(t *testing.T) {
+	var left atomic.Int32
+	n := singleNode(t, nodeOptions{api: func(cfg *api.Config) {
+		cfg.OperatorCert = true
+		cfg.Leave = func() { left.Add(1) }
+	}})
+	srv, files := clienttest.NewTLSServer(t, n.srv, false)
+	post := func(method, path, cert, key string) int {
+		t.Helper()
+		conf, err := client.TLSConfig(files.CA, cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post("DELETE", "/v1/members/n9", "", ""); got != http.StatusUnauthorized {
+		t.Errorf("member removal without a certificate: %d, want 401", got)
+	}
+	if got := post("POST", "/v1/agent/leave", "", ""); got != http.StatusUnauthorized || left.Load() != 0 {
+		t.Fatalf("leave without a certificate: %d (left %d times), want 401 and no leave", got, left.Load())
+	}
+	if got := post("GET", "/v1/status", "", ""); got != http.StatusOK {
+		t.Errorf("status without a certificate: %d, want 200", got)
+	}
+	if got := post("POST", "/v1/agent/leave", files.Cert, files.Key); got != http.StatusAccepted {
+		t.Fatalf("leave with a client certificate: %d, want 202", got)
+	}
+}
