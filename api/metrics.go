@@ -101,6 +101,10 @@ var (
 	descHeld         = prometheus.NewDesc("lockd_held_locks", "Holds (one per session and name).", nil, nil)
 	descWaiters      = prometheus.NewDesc("lockd_waiters", "Queued waiters (one per request and name).", nil, nil)
 	descRequests     = prometheus.NewDesc("lockd_requests", "Requests pending or remembered for retries.", nil, nil)
+	descDigestChecks = prometheus.NewDesc("lockd_digest_checks_total",
+		"Comparisons of this follower's table digest with the leader's at the same applied index.", nil, nil)
+	descDigestMismatches = prometheus.NewDesc("lockd_digest_mismatches_total",
+		"Digest comparisons that differed: this node's state diverged.", nil, nil)
 )
 
 var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
@@ -108,7 +112,7 @@ var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex,
-		descAppliedIndex, descSessions, descLocks, descHeld, descWaiters, descRequests} {
+		descAppliedIndex, descSessions, descLocks, descHeld, descWaiters, descRequests, descDigestChecks, descDigestMismatches} {
 		ch <- d
 	}
 }
@@ -130,6 +134,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descHeld, float64(stats.Holds))
 	ch <- gauge(descWaiters, float64(stats.Waiters))
 	ch <- gauge(descRequests, float64(stats.Requests))
+	dc := c.s.node.DigestChecks()
+	ch <- prometheus.MustNewConstMetric(descDigestChecks, prometheus.CounterValue, float64(dc.Compared))
+	ch <- prometheus.MustNewConstMetric(descDigestMismatches, prometheus.CounterValue, float64(dc.Mismatches))
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {

@@ -38,6 +38,7 @@ type Node interface {
 	Status() raftnode.Status
 	Servers() ([]raftnode.Server, error)
 	RemoveMember(ctx context.Context, id string) error
+	DigestChecks() raftnode.DigestChecks
 }
 
 var _ Node = (*raftnode.Node)(nil)

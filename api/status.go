@@ -20,6 +20,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out.AppliedIndex = applied.Index
 	out.Digest = hex.EncodeToString(applied.Digest[:])
 	out.Members = s.members()
+	dc := s.node.DigestChecks()
+	out.DigestChecks = DigestChecks{Compared: dc.Compared, Mismatches: dc.Mismatches, LastMismatchIndex: dc.LastMismatchIndex}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -283,6 +283,18 @@ type StatusResponse struct {
 	AppliedIndex uint64   `json:"applied_index"`
 	Digest       string   `json:"digest"` // hex SHA-256 of the table at applied_index
 	Members      []Member `json:"members"`
+	// DigestChecks counts this node's comparisons of its digest with the
+	// leader's at the same applied index; a mismatch means its state
+	// diverged (docs/operations.md).
+	DigestChecks DigestChecks `json:"digest_checks"`
+}
+
+// DigestChecks is a follower's record of comparing its table with the
+// leader's.
+type DigestChecks struct {
+	Compared          uint64 `json:"compared"`
+	Mismatches        uint64 `json:"mismatches"`
+	LastMismatchIndex uint64 `json:"last_mismatch_index,omitempty"`
 }
 
 // Leader names the leader as this node sees it; empty when there is none.

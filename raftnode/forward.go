@@ -27,6 +27,7 @@ const (
 	pathReadIndex = "/internal/v1/readindex" // empty body
 	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
 	pathRemove    = "/internal/v1/remove"    // body: removeRequest
+	pathDigest    = "/internal/v1/digest"    // empty body; answered by any node for itself
 
 	contentType     = "application/msgpack"
 	headerForwarder = "X-Lockd-Forwarded-By"
@@ -55,6 +56,7 @@ type wireReply struct {
 	Index   uint64            `msgpack:"index,omitempty"`
 	Result  *lockstate.Result `msgpack:"result,omitempty"`
 	TTL     time.Duration     `msgpack:"ttl,omitempty"`
+	Digest  []byte            `msgpack:"digest,omitempty"`
 }
 
 type keepAliveRequest struct {
@@ -181,6 +183,7 @@ func (n *Node) newHandler() http.Handler {
 	mux.HandleFunc("POST "+pathReadIndex, n.handleReadIndex)
 	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
 	mux.HandleFunc("POST "+pathRemove, n.handleRemove)
+	mux.HandleFunc("POST "+pathDigest, n.handleDigest)
 	return mux
 }
 
@@ -237,6 +240,11 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeReply(w, http.StatusOK, wireReply{})
+}
+
+func (n *Node) handleDigest(w http.ResponseWriter, r *http.Request) {
+	index, digest := n.digestOf()
+	writeReply(w, http.StatusOK, wireReply{Index: index, Digest: digest[:]})
 }
 
 // forwardRemove asks the leader to remove server id. Removing is

@@ -112,6 +112,8 @@ type Node struct {
 
 	client *http.Client // forwarding to the leader; shared, keep-alive
 
+	digests digestState
+
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.
 	lead atomic.Pointer[leadership]
@@ -169,9 +171,10 @@ func Open(cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.monitorLeadership()
 	go n.watchLeader()
+	go n.checkDigests()
 	return n, nil
 }
 

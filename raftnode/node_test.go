@@ -570,3 +570,30 @@ func TestLeaderRefusesInvalidAndOversizedForwardedCommands(t *testing.T) {
 		t.Fatalf("refused proposals moved the log from %d to %d", before, after)
 	}
 }
+
+// A follower whose table differs from the leader's at the same applied
+// index counts and reports it; the others compare equal.
+func TestFollowerDetectsDivergedDigest(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.readyLeader()
+	followers := c.followers(l)
+	bad, good := followers[0].get(), followers[1].get()
+	if _, _, err := l.get().Propose(context.Background(), &lockstate.CreateSession{TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	flip := func(d *[32]byte) { d[0] ^= 0xff } // as if one byte of its state were different
+	bad.digests.falsify.Store(&flip)
+	deadline := time.Now().Add(20 * time.Second)
+	for bad.DigestChecks().Mismatches == 0 || good.DigestChecks().Compared == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: diverged follower %+v, healthy follower %+v", bad.DigestChecks(), good.DigestChecks())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := good.DigestChecks(); got.Mismatches != 0 {
+		t.Fatalf("a healthy follower reported mismatches: %+v", got)
+	}
+	if got := bad.DigestChecks(); got.LastMismatchIndex == 0 {
+		t.Fatalf("mismatch without an index: %+v", got)
+	}
+}

@@ -1,0 +1,109 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/hex"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// Every node applies the same log to the same pure table, so at the same
+// applied index every node's table digest is the same. A follower checks
+// that periodically against the leader's: a difference means this node's
+// state diverged (a corrupt disk, a bug) and an operator must know. The
+// check is best effort: it compares only when both stand at the same
+// index, which an idle or lightly loaded cluster reaches quickly and a busy
+// one now and then.
+
+// digestChecksPerElection: a follower compares its digest with the
+// leader's every 10 election timeouts (10 s at raft's defaults).
+const digestChecksPerElection = 10
+
+// DigestChecks counts a node's comparisons of its table digest with the
+// leader's.
+type DigestChecks struct {
+	Compared   uint64 // comparisons at the same applied index
+	Mismatches uint64 // of those, how many differed
+	// LastMismatchIndex is the applied index of the last mismatch, 0 if
+	// none.
+	LastMismatchIndex uint64
+}
+
+// digestState is what checkDigests records.
+type digestState struct {
+	compared, mismatches, lastMismatch atomic.Uint64
+	// falsify, when set by a test, changes the digest this node reports.
+	falsify atomic.Pointer[func(*[32]byte)]
+}
+
+// digestOf is appliedDigest as this node reports it.
+func (n *Node) digestOf() (uint64, [32]byte) {
+	index, digest := n.appliedDigest()
+	if f := n.digests.falsify.Load(); f != nil {
+		(*f)(&digest)
+	}
+	return index, digest
+}
+
+// appliedDigest returns this node's applied index and the table digest at
+// exactly that index.
+func (n *Node) appliedDigest() (uint64, [32]byte) {
+	var index uint64
+	var digest [32]byte
+	n.fsm.Read(func(t *lockstate.Table) {
+		index, digest = n.fsm.AppliedIndex(), t.Digest()
+	})
+	return index, digest
+}
+
+// DigestChecks returns the counts of this node's digest comparisons.
+func (n *Node) DigestChecks() DigestChecks {
+	return DigestChecks{Compared: n.digests.compared.Load(), Mismatches: n.digests.mismatches.Load(),
+		LastMismatchIndex: n.digests.lastMismatch.Load()}
+}
+
+// checkDigests compares this node's digest with the leader's periodically
+// while it is a follower, until shutdown.
+func (n *Node) checkDigests() {
+	defer n.wg.Done()
+	tick := time.NewTicker(digestChecksPerElection * n.timing.election)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			n.compareDigestOnce()
+		case <-n.shutdownCh:
+			return
+		}
+	}
+}
+
+// compareDigestOnce asks the leader for its applied index and digest and
+// compares them with this node's when the indexes are equal.
+func (n *Node) compareDigestOnce() {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" || string(id) == n.cfg.ID {
+		return
+	}
+	index, digest := n.digestOf()
+	if index == 0 {
+		return // nothing applied yet: nothing to compare
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*n.timing.heartbeat+n.timing.election)
+	defer cancel()
+	rep, err := n.forward(ctx, string(addr), pathDigest, nil, false)
+	if err != nil || rep.Index != index {
+		return // not reachable, or not at the same index: next time
+	}
+	n.digests.compared.Add(1)
+	if string(rep.Digest) == string(digest[:]) {
+		return
+	}
+	n.digests.mismatches.Add(1)
+	n.digests.lastMismatch.Store(index)
+	n.logger.Error("this node's lock table differs from the leader's at the same applied index: its state has diverged; "+
+		"stop it, move its data dir away and let it rejoin (it receives a snapshot)",
+		"index", index, "digest", hex.EncodeToString(digest[:]), "leader", id, "leader_digest", hex.EncodeToString(rep.Digest))
+}
