@@ -67,6 +67,10 @@ type Config struct {
 	GossipAdvertise string   // host:port others reach us at; "" lets memberlist choose
 	RaftAddr        string   // raft address to publish; "" means the node's RaftAddr()
 	HTTPAddr        string   // HTTP address to publish (forwarding and clients)
+	// LogFormat is the newest log entry format this build applies
+	// (fsm.NewestFormat), gossiped so that a leader never writes a format
+	// some voter cannot apply; 0 means 1.
+	LogFormat int
 	Join            []string // gossip addresses to join; retried until one answers
 	// BootstrapExpect > 0: bootstrap raft once this many fresh servers
 	// with the same value see each other. 0: join and wait to be added.
@@ -140,6 +144,7 @@ type Cluster struct {
 	bootstrapped atomic.Bool
 	leaving      atomic.Bool
 	reconciles   atomic.Uint64 // reconciliation rounds run as leader (tests)
+	logFormat    atomic.Int64  // see LogFormat
 
 	wake   chan struct{} // membership changed
 	stopCh chan struct{}
@@ -188,7 +193,8 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: instance id: %w", err)
 	}
 	c.meta = nodeMeta{ID: cfg.ID, Raft: cfg.RaftAddr, HTTP: cfg.HTTPAddr, Expect: cfg.BootstrapExpect,
-		State: node.HasState(), Instance: hex.EncodeToString(instance)}
+		State: node.HasState(), Instance: hex.EncodeToString(instance), Log: max(cfg.LogFormat, 1)}
+	c.logFormat.Store(1) // until a reconciliation has seen the voters
 	b, err := c.meta.encode()
 	if err != nil {
 		return nil, err

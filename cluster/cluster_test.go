@@ -60,6 +60,7 @@ type nodeOpts struct {
 	key    []byte                                           // Config.GossipKey
 	verify func(ctx context.Context, id, raft string) error // Config.VerifyPeer
 	logger hclog.Logger                                     // the cluster's logger, if set
+	log    int                                              // Config.LogFormat
 }
 
 // startNode starts a node that joins the given gossip addresses.
@@ -99,7 +100,7 @@ func (tn *testNode) start(join ...string) {
 	c, err := Start(Config{
 		ID: tn.id, GossipBind: tn.bind, HTTPAddr: tn.srv.Listener.Addr().String(),
 		Join: join, BootstrapExpect: tn.expect, Logger: logger,
-		GossipKey: tn.opts.key, VerifyPeer: tn.opts.verify,
+		GossipKey: tn.opts.key, VerifyPeer: tn.opts.verify, LogFormat: tn.opts.log,
 		LocalTimings: true, Tune: fastGossip,
 		ReconcileInterval: 200 * time.Millisecond, RetryJoinInterval: 100 * time.Millisecond,
 		Directory: dir,

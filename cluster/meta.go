@@ -18,6 +18,10 @@ type nodeMeta struct {
 	// Instance is random per start: it tells a node's lives apart, so an
 	// old leave intent does not apply to a node that came back.
 	Instance string `json:"inst"`
+	// Log is the newest log entry format the node's build applies
+	// (fsm.Format); absent (0) in builds before it was gossiped, which
+	// apply format 1 only.
+	Log int `json:"log,omitempty"`
 }
 
 func (m nodeMeta) encode() ([]byte, error) {

@@ -28,6 +28,7 @@ func (c *Cluster) reconcile() {
 		c.logger.Warn("reconcile: reading the raft configuration", "error", err)
 		return
 	}
+	c.updateLogFormat()
 	for _, m := range add {
 		// Being in the gossip pool is not enough to vote: a voter that
 		// is not a real, live server counts towards the quorum without
@@ -145,4 +146,35 @@ func (c *Cluster) removeSelf() {
 		return
 	}
 	c.logger.Info("leaving leader removed itself from the raft configuration")
+}
+
+// LogFormat is the newest log entry format that every voter applies, as
+// this node last saw the voters and their gossiped metadata (fsm.Format):
+// the leader writes no newer one, so a voter of an older build never meets
+// an entry it cannot apply during a rolling upgrade. It is 1 until a
+// reconciliation as leader has looked, and for any voter whose metadata is
+// unknown.
+func (c *Cluster) LogFormat() int { return int(c.logFormat.Load()) }
+
+// updateLogFormat recomputes LogFormat from the raft configuration.
+func (c *Cluster) updateLogFormat() {
+	servers, err := c.node.Servers()
+	if err != nil {
+		return // keep the last value; the next round tries again
+	}
+	c.mu.Lock()
+	format := c.meta.Log
+	for _, s := range servers {
+		voterFormat := 1
+		if m := c.members[s.ID]; m != nil && m.meta.Log > 0 {
+			voterFormat = m.meta.Log
+		}
+		if s.Voter {
+			format = min(format, voterFormat)
+		}
+	}
+	c.mu.Unlock()
+	if old := c.logFormat.Swap(int64(format)); old != int64(format) {
+		c.logger.Info("log entry format every voter applies", "format", format, "was", old)
+	}
 }
