@@ -2,22 +2,33 @@
 // lockd's HTTP API, with several numbers of concurrent clients.
 //
 //	lockbench --spawn 3 --lockd bin/lockd --clients 1,16,64 --duration 10s
+//	lockbench --spawn 3 --tls --clients 16
 //	lockbench --addrs 127.0.0.1:7001,127.0.0.1:7002 --clients 16
+//	lockbench --addrs 127.0.0.1:7001 --ca-cert certs/ca.pem --clients 16
 //
 // Each client opens a session and repeats: acquire its own name (no
 // contention), release it. A pair is one acquire plus one release, two log
 // entries. With --spawn it starts a local cluster of real lockd processes
 // (fsync on) in a temporary directory and stops it at the end; otherwise it
 // uses the nodes in --addrs. Clients go to the leader unless --spread.
+//
+// With --spawn, --tls makes a CA, a node certificate per node and a gossip
+// key in the cluster's directory and starts every node with them: the HTTP
+// API is HTTPS and the node port (raft, forwarding) mutual TLS. With
+// --addrs, --ca-cert (and --client-cert and --client-key, for nodes that
+// require a client certificate) make lockbench speak HTTPS.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockd/lockd/api/client"
 )
 
 func main() {
@@ -27,48 +38,70 @@ func main() {
 	}
 }
 
+// options are lockbench's flags.
+type options struct {
+	addrs, lockd, clients, prefix string
+	spawn                         int
+	duration, warmup              time.Duration
+	spread, tls                   bool
+	caCert, clientCert, clientKey string
+}
+
+// parseFlags parses the command line into options.
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.addrs, "addrs", "", "comma-separated HTTP addresses of running nodes")
+	flag.IntVar(&o.spawn, "spawn", 0, "start a local cluster of this many lockd processes instead")
+	flag.StringVar(&o.lockd, "lockd", "bin/lockd", "lockd binary for --spawn")
+	flag.StringVar(&o.clients, "clients", "1,16,64", "comma-separated client counts to run")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each run lasts")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each run")
+	flag.BoolVar(&o.spread, "spread", false, "spread clients over all nodes (followers forward) instead of using the leader")
+	flag.StringVar(&o.prefix, "prefix", "bench", "lock name prefix")
+	flag.BoolVar(&o.tls, "tls", false, "with --spawn: run the cluster with TLS and a gossip key, and speak HTTPS")
+	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
+	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
+	flag.StringVar(&o.clientKey, "client-key", "", "with --addrs: the key of --client-cert, in `FILE`")
+	flag.Parse()
+	return o
+}
+
 // run does the work; returning (not exiting) lets the deferred cluster
 // stop run on every path, so no spawned lockd outlives lockbench.
 func run() error {
-	var (
-		addrs    = flag.String("addrs", "", "comma-separated HTTP addresses of running nodes")
-		spawn    = flag.Int("spawn", 0, "start a local cluster of this many lockd processes instead")
-		lockd    = flag.String("lockd", "bin/lockd", "lockd binary for --spawn")
-		clients  = flag.String("clients", "1,16,64", "comma-separated client counts to run")
-		duration = flag.Duration("duration", 10*time.Second, "how long each run lasts")
-		warmup   = flag.Duration("warmup", time.Second, "unmeasured time before each run")
-		spread   = flag.Bool("spread", false, "spread clients over all nodes (followers forward) instead of using the leader")
-		prefix   = flag.String("prefix", "bench", "lock name prefix")
-	)
-	flag.Parse()
-	counts, err := parseCounts(*clients)
+	o := parseFlags()
+	counts, err := parseCounts(o.clients)
 	if err != nil {
 		return err
 	}
-	nodes := splitList(*addrs)
-	if *spawn > 0 {
-		c, err := startCluster(*lockd, *spawn)
+	a, nodes, err := external(o)
+	if err != nil {
+		return err
+	}
+	if o.spawn > 0 {
+		c, err := startCluster(o.lockd, o.spawn, o.tls)
 		if err != nil {
 			return err
 		}
 		defer c.stop()
-		nodes = c.addrs
+		a, nodes = api{tls: c.tls}, c.addrs
 	}
 	if len(nodes) == 0 {
-		return fmt.Errorf("give --addrs or --spawn")
+		return errors.New("give --addrs or --spawn")
 	}
-	leader, err := waitLeader(nodes, 30*time.Second) // also: the cluster is up
+	leader, err := waitLeader(a, nodes, 30*time.Second) // also: the cluster is up
 	if err != nil {
 		return err
 	}
 	targets := []string{leader}
-	if *spread {
+	if o.spread {
 		targets = nodes
 	}
-	fmt.Printf("lockbench: %d node(s), clients to %s, %v per run\n", len(nodes), strings.Join(targets, ","), *duration)
+	fmt.Printf("lockbench: %d node(s), clients to %s over %s, %v per run\n",
+		len(nodes), strings.Join(targets, ","), a.scheme(), o.duration)
 	fmt.Printf("%8s %12s %12s %10s %10s %10s %8s\n", "clients", "pairs", "pairs/s", "p50", "p99", "max", "errors")
 	for _, n := range counts {
-		r, err := bench(targets, n, *prefix, *warmup, *duration)
+		r, err := bench(a, targets, n, o.prefix, o.warmup, o.duration)
 		if err != nil {
 			return err
 		}
@@ -76,6 +109,25 @@ func run() error {
 			r.quantile(0.50), r.quantile(0.99), r.quantile(1), r.errors)
 	}
 	return nil
+}
+
+// external returns how to reach the nodes in --addrs, and them, after
+// checking that the TLS flags fit --spawn or --addrs.
+func external(o *options) (api, []string, error) {
+	files := o.caCert != "" || o.clientCert != "" || o.clientKey != ""
+	switch {
+	case o.spawn > 0 && files:
+		return api{}, nil, errors.New("--ca-cert, --client-cert and --client-key are for --addrs; --spawn --tls makes its own")
+	case o.spawn > 0:
+		return api{}, nil, nil
+	case o.tls && o.caCert == "":
+		return api{}, nil, errors.New("--tls makes certificates for --spawn; with --addrs give --ca-cert")
+	}
+	cfg, err := client.TLSConfig(o.caCert, o.clientCert, o.clientKey)
+	if err != nil {
+		return api{}, nil, fmt.Errorf("--ca-cert, --client-cert, --client-key: %w", err)
+	}
+	return api{tls: cfg}, splitList(o.addrs), nil
 }
 
 func parseCounts(s string) ([]int, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,36 @@ import (
 	"sync"
 	"time"
 )
+
+// api is how lockbench reaches the nodes' HTTP API: plain HTTP, or HTTPS
+// with a TLS config from the client package.
+type api struct {
+	tls *tls.Config // nil: plain HTTP
+}
+
+// scheme is "https" with a TLS config, else "http".
+func (a api) scheme() string {
+	if a.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// url is the base URL of the node at addr (host:port).
+func (a api) url(addr string) string { return a.scheme() + "://" + addr }
+
+// client returns an HTTP client that keeps up to conns connections per
+// node. Its transport speaks HTTP/1.1, over TLS or not, so that each
+// lockbench client has a connection of its own either way.
+func (a api) client(conns int, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+			TLSClientConfig: a.tls,
+		},
+	}
+}
 
 // result is one run's pairs and per-pair latencies.
 type result struct {
@@ -31,11 +62,8 @@ func (r *result) quantile(q float64) time.Duration {
 }
 
 // bench drives n clients against targets for d after a warmup.
-func bench(targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
-	hc := &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: n + 4, MaxConnsPerHost: n + 4},
-	}
+func bench(a api, targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
+	hc := a.client(n+4, 30*time.Second)
 	defer hc.CloseIdleConnections()
 	type clientOut struct {
 		lat    []time.Duration
@@ -51,7 +79,7 @@ func bench(targets []string, n int, prefix string, warmup, d time.Duration) (*re
 	for i := 0; i < n; i++ {
 		go func(i int) {
 			defer done.Done()
-			base := "http://" + targets[i%len(targets)]
+			base := a.url(targets[i%len(targets)])
 			out := &outs[i]
 			sid, err := createSession(hc, base)
 			ready.Done()
@@ -157,28 +185,47 @@ func post(hc *http.Client, url string, in, out any) error {
 }
 
 // waitLeader returns the HTTP address of the leader, asking each node's
-// /v1/status until one names a leader.
-func waitLeader(nodes []string, timeout time.Duration) (string, error) {
-	hc := &http.Client{Timeout: 2 * time.Second}
+// /v1/status until one names a leader. On timeout its error includes the
+// last failure, say a certificate that did not verify.
+func waitLeader(a api, nodes []string, timeout time.Duration) (string, error) {
+	hc := a.client(1, 2*time.Second)
+	defer hc.CloseIdleConnections()
+	var lastErr error
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for _, n := range nodes {
-			var st struct {
-				Leader struct {
-					HTTPAddr string `json:"http_addr"`
-				} `json:"leader"`
+			leader, err := leaderOf(hc, a.url(n))
+			if err == nil {
+				return leader, nil
 			}
-			resp, err := hc.Get("http://" + n + "/v1/status?stale")
-			if err != nil {
-				continue
-			}
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err == nil && st.Leader.HTTPAddr != "" {
-				return st.Leader.HTTPAddr, nil
-			}
+			lastErr = err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return "", fmt.Errorf("no leader within %v", timeout)
+	return "", fmt.Errorf("no leader within %v: %w", timeout, lastErr)
+}
+
+// leaderOf returns the HTTP address of the leader that the node at base
+// knows of, or an error if it knows none.
+func leaderOf(hc *http.Client, base string) (string, error) {
+	resp, err := hc.Get(base + "/v1/status?stale")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s/v1/status: %s", base, resp.Status)
+	}
+	var st struct {
+		Leader struct {
+			HTTPAddr string `json:"http_addr"`
+		} `json:"leader"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return "", fmt.Errorf("%s/v1/status: %w", base, err)
+	}
+	if st.Leader.HTTPAddr == "" {
+		return "", fmt.Errorf("%s knows no leader", base)
+	}
+	return st.Leader.HTTPAddr, nil
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -9,17 +12,22 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/raftnode/certs"
 )
 
 // localCluster is a cluster of lockd processes on loopback.
 type localCluster struct {
 	dir   string
 	procs []*exec.Cmd
-	addrs []string // HTTP
+	addrs []string    // HTTP
+	tls   *tls.Config // the clients' TLS config; nil: plain HTTP
 }
 
-// startCluster starts n lockd processes with --bootstrap-expect n.
-func startCluster(bin string, n int) (*localCluster, error) {
+// startCluster starts n lockd processes with --bootstrap-expect n, with
+// TLS and a gossip key if withTLS.
+func startCluster(bin string, n int, withTLS bool) (*localCluster, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("lockd binary: %w (build it with `make build`)", err)
 	}
@@ -30,36 +38,99 @@ func startCluster(bin string, n int) (*localCluster, error) {
 	c := &localCluster{dir: dir}
 	ports, err := freePorts(3 * n)
 	if err != nil {
+		c.stop()
 		return nil, err
+	}
+	tlsArgs := make([][]string, n)
+	if withTLS {
+		if tlsArgs, c.tls, err = makeTLS(dir, n); err != nil {
+			c.stop()
+			return nil, err
+		}
 	}
 	var gossip []string
 	for i := 0; i < n; i++ {
 		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
 	}
 	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("n%d", i+1)
+		id := nodeID(i)
 		http := fmt.Sprintf("127.0.0.1:%d", ports[3*i])
-		args := []string{
+		args := append([]string{
 			"--node-id", id, "--data-dir", filepath.Join(dir, id),
 			"--http-addr", http, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
 			"--gossip-addr", gossip[i], "--bootstrap-expect", fmt.Sprint(n),
 			"--join", strings.Join(gossip, ","),
-		}
-		cmd := exec.Command(bin, args...)
-		log, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
+		}, tlsArgs[i]...)
+		if err := c.start(bin, id, args); err != nil {
 			c.stop()
 			return nil, err
 		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			c.stop()
-			return nil, fmt.Errorf("start %s: %w", id, err)
-		}
-		c.procs = append(c.procs, cmd)
 		c.addrs = append(c.addrs, http)
 	}
 	return c, nil
+}
+
+// nodeID is the id of the i-th node (from 0): n1, n2, ...
+func nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// start starts lockd node id with args, logging to dir/id.log.
+func (c *localCluster) start(bin, id string, args []string) error {
+	cmd := exec.Command(bin, args...)
+	log, err := os.Create(filepath.Join(c.dir, id+".log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	c.procs = append(c.procs, cmd)
+	return nil
+}
+
+// makeTLS writes to dir a new CA (ca.pem), a node certificate for each of
+// the n nodes (n1.pem and n1-key.pem, ...) and a gossip key (gossip.key).
+// It returns each node's TLS flags and the clients' TLS config, which
+// trusts the CA.
+func makeTLS(dir string, n int) ([][]string, *tls.Config, error) {
+	ca, err := certs.NewAuthority()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ca.WriteFiles(dir); err != nil {
+		return nil, nil, err
+	}
+	gossipKey := filepath.Join(dir, "gossip.key")
+	if err := writeGossipKey(gossipKey); err != nil {
+		return nil, nil, err
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	args := make([][]string, n)
+	for i := range args {
+		id := nodeID(i)
+		certPEM, keyPEM, err := ca.Node(id, nil, nil) // 127.0.0.1 is always in
+		if err == nil {
+			err = certs.WriteKeyPair(dir, id, certPEM, keyPEM)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s certificate: %w", id, err)
+		}
+		args[i] = []string{"--tls-ca", caFile, "--tls-cert", filepath.Join(dir, id+".pem"),
+			"--tls-key", filepath.Join(dir, id+"-key.pem"), "--gossip-key", gossipKey}
+	}
+	cfg, err := client.TLSConfig(caFile, "", "")
+	return args, cfg, err
+}
+
+// writeGossipKey writes a new gossip key to path as lockd keygen prints
+// it: 32 random bytes (AES-256) in base64.
+func writeGossipKey(path string) error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600)
 }
 
 // stop terminates every process and removes the data.
