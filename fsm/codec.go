@@ -2,8 +2,10 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -54,9 +56,13 @@ var typeOf = func() map[reflect.Type]MessageType {
 	return m
 }()
 
-// String returns the command's name, or "type(N)" for an unknown type.
+// String returns the command's name, "checksummed" for the envelope, or
+// "type(N)" for an unknown type.
 func (t MessageType) String() string {
 	base := t &^ IgnoreUnknownFlag
+	if base == ChecksummedType {
+		return "checksummed"
+	}
 	if c := commandTypes[base]; c.typ != nil {
 		if t&IgnoreUnknownFlag != 0 {
 			return c.name + "|ignorable"
@@ -67,7 +73,8 @@ func (t MessageType) String() string {
 }
 
 // ErrMalformed is wrapped by every Decode error other than an unknown type:
-// the entry is empty, truncated, not msgpack, or not the shape of its type.
+// the entry is empty, truncated, not msgpack, not the shape of its type, or
+// fails its checksum.
 var ErrMalformed = errors.New("malformed entry")
 
 // UnknownTypeError is returned by Decode for a type byte this build does
@@ -84,9 +91,27 @@ func (e *UnknownTypeError) Error() string {
 // skipped.
 func (e *UnknownTypeError) Ignorable() bool { return e.Type&IgnoreUnknownFlag != 0 }
 
+// ErrChecksum is wrapped by the errors of Decode and Restore for bytes that
+// fail their CRC-32C: they were damaged after they were written, on disk,
+// in memory or on the wire. Decode's also wrap ErrMalformed.
+var ErrChecksum = errors.New("checksum mismatch")
+
+// castagnoli is the CRC-32C table; hash/crc32 computes it in hardware on
+// amd64 and arm64.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// envelopeHead is the size of a checksummed entry's head: its type byte
+// and its CRC-32C.
+const envelopeHead = 1 + 4
+
 // Encode returns the log entry for cmd proposed at now (the leader's clock,
-// Unix nanoseconds): the command's type byte, then the msgpack array
-// [now, cmd] with cmd as a map keyed by its msgpack tags.
+// Unix nanoseconds). The entry is the envelope
+//
+//	ChecksummedType, CRC-32C (Castagnoli) of the inner entry (4 bytes, big endian), inner entry
+//
+// around the inner entry, the command as builds before issue 10 wrote it
+// whole: its type byte, then the msgpack array [now, cmd] with cmd as a
+// map keyed by its msgpack tags.
 func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
 	t, ok := typeOf[reflect.TypeOf(cmd)]
 	if !ok {
@@ -97,6 +122,7 @@ func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.Grow(64)
+	buf.Write([]byte{byte(ChecksummedType), 0, 0, 0, 0}) // the checksum is filled in below
 	buf.WriteByte(byte(t))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
@@ -111,18 +137,50 @@ func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
 	if err := enc.Encode(cmd); err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	b := buf.Bytes()
+	binary.BigEndian.PutUint32(b[1:envelopeHead], crc32.Checksum(b[envelopeHead:], castagnoli))
+	return b, nil
 }
 
-// Decode parses a log entry written by Encode. It never panics, and
-// allocates nothing for lengths the entry does not actually contain. It is
-// strict, because a node that guesses would diverge from one that does
-// not: the body must be the array [now, map] and nothing after it; the map
-// may carry only the command's own fields, each at most once (a newer
-// writer must add a new command type instead); integers must fit their
-// fields. An unknown type returns an *UnknownTypeError; every other
-// failure wraps ErrMalformed.
+// Decode parses a log entry: a checksummed one as Encode writes it, or a
+// bare command as builds before issue 10 wrote them, which carries no
+// checksum and is read as it always was. It never panics, and allocates
+// nothing for lengths the entry does not actually contain. It is strict,
+// because a node that guesses would diverge from one that does not: the
+// checksum must match, the body must be the array [now, map] and nothing
+// after it; the map may carry only the command's own fields, each at most
+// once (a newer writer must add a new command type instead); integers must
+// fit their fields. An unknown type returns an *UnknownTypeError (for a
+// checksummed entry, only once its checksum matched); every other failure
+// wraps ErrMalformed, and a checksum that does not match also ErrChecksum.
 func Decode(b []byte) (now int64, cmd lockstate.Command, err error) {
+	// IgnoreUnknownFlag is stripped here as for commands (Consul's rule), so
+	// a flipped top bit cannot turn the envelope into an entry to skip.
+	if len(b) > 0 && MessageType(b[0])&^IgnoreUnknownFlag == ChecksummedType {
+		if b, err = openEnvelope(b); err != nil {
+			return 0, nil, err
+		}
+	}
+	return decodeCommand(b)
+}
+
+// openEnvelope checks a checksummed entry and returns the entry inside it.
+func openEnvelope(b []byte) ([]byte, error) {
+	if len(b) <= envelopeHead {
+		return nil, fmt.Errorf("fsm: decode: checksummed entry of %d bytes holds no entry: %w: %w", len(b), ErrChecksum, ErrMalformed)
+	}
+	inner := b[envelopeHead:]
+	if got, want := crc32.Checksum(inner, castagnoli), binary.BigEndian.Uint32(b[1:envelopeHead]); got != want {
+		return nil, fmt.Errorf("fsm: decode: the entry's CRC-32C is %08x, it was written with %08x: %w: %w", got, want, ErrChecksum, ErrMalformed)
+	}
+	if MessageType(inner[0])&^IgnoreUnknownFlag == ChecksummedType {
+		return nil, fmt.Errorf("fsm: decode: checksummed entry inside another: %w", ErrMalformed)
+	}
+	return inner, nil
+}
+
+// decodeCommand parses a bare command: its type byte and msgpack body.
+func decodeCommand(b []byte) (now int64, cmd lockstate.Command, err error) {
 	if len(b) == 0 {
 		return 0, nil, fmt.Errorf("fsm: decode: empty entry: %w", ErrMalformed)
 	}

@@ -18,6 +18,12 @@ const (
 	TickType          MessageType = 8
 )
 
+// ChecksummedType is not a command: it marks the envelope Encode writes
+// around every command since issue 10 (see Encode). It takes the last value
+// below IgnoreUnknownFlag so that commands, numbered up from 1, never reach
+// it, and it has no row in commandTypes.
+const ChecksummedType MessageType = 0x7f
+
 // commandTypes is the registry of commands, indexed by MessageType without
 // IgnoreUnknownFlag: one row per command, its decoder below. Adding a
 // command to the log means a new constant above (the next unused value),

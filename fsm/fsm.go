@@ -23,11 +23,11 @@ type Config struct {
 	// Logger receives skipped entries and fatal errors; nil discards them.
 	Logger hclog.Logger
 	// Fatal is called with a message when an entry cannot be applied
-	// without diverging from the other nodes (it does not decode, has an
-	// unknown type without IgnoreUnknownFlag, or comes out of order). It
-	// must not return in production: nil means panic(msg), which stops the
-	// node from inside raft's FSM goroutine. Tests set a function that
-	// records the message.
+	// without diverging from the other nodes (it fails its checksum, does
+	// not decode, has an unknown type without IgnoreUnknownFlag, or comes
+	// out of order). It must not return in production: nil means
+	// panic(msg), which stops the node from inside raft's FSM goroutine.
+	// Tests set a function that records the message.
 	Fatal func(msg string)
 }
 
@@ -81,14 +81,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	now, cmd, err := Decode(l.Data)
 	if err != nil {
-		var ute *UnknownTypeError
-		if errors.As(err, &ute) && ute.Ignorable() {
-			f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", uint8(ute.Type))
-			f.advance(l.Index)
-			return nil
-		}
-		// Consul's rule: stop rather than let this node's state diverge.
-		return f.stop(fmt.Sprintf("fsm: entry %d (term %d, %d bytes) cannot be applied: %v", l.Index, l.Term, len(l.Data), err))
+		return f.undecodable(l, err)
 	}
 
 	f.mu.Lock()
@@ -101,6 +94,33 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.watch.Notify()
 	return &res
+}
+
+// logRemedy tells the operator what to do about an entry that fails its
+// checksum. The proposer writes the checksum once and every node checks
+// its own copy at apply, so the damage is in this node's copy (its disk,
+// its memory, the network it came over) unless every node stops at the
+// entry. A node must not come back as the same voter with an empty log
+// (it could vote twice in a term), hence the removal first.
+const logRemedy = "this node's copy of the log is corrupt: stop it, remove it from the cluster " +
+	"(DELETE /v1/members/<id> on another node), move its data dir away and start it again with an empty one " +
+	"and --join: it is added back and receives a snapshot from the leader (\"Restore one node\" in docs/operations.md); " +
+	"if every node stops at this entry, restore the cluster from a backup"
+
+// undecodable handles an entry Decode refused: an unknown command marked
+// IgnoreUnknownFlag is skipped; anything else stops the FSM, because
+// applying a guess would let this node's state diverge (Consul's rule).
+func (f *FSM) undecodable(l *raft.Log, err error) any {
+	var ute *UnknownTypeError
+	switch {
+	case errors.As(err, &ute) && ute.Ignorable():
+		f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", uint8(ute.Type))
+		f.advance(l.Index)
+		return nil
+	case errors.Is(err, ErrChecksum):
+		return f.stop(fmt.Sprintf("fsm: entry %d (term %d, %d bytes) is corrupt: %v; %s", l.Index, l.Term, len(l.Data), err, logRemedy))
+	}
+	return f.stop(fmt.Sprintf("fsm: entry %d (term %d, %d bytes) cannot be applied: %v", l.Index, l.Term, len(l.Data), err))
 }
 
 // advance records an entry that changed nothing in the table.

@@ -19,12 +19,17 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			f.Add(b)
+			f.Add(b)                      // checksummed, as this build writes entries
+			f.Add(b[envelopeHead:])       // bare, as older builds did
+			f.Add(b[:len(b)-1])           // cut short
+			f.Add(envelope(b[:len(b)-1])) // a good checksum around a bad entry
 		}
 	}
 	f.Add([]byte{})
 	f.Add([]byte{byte(IgnoreUnknownFlag | 9), 0x92, 0x00, 0x80})
+	f.Add(envelope([]byte{byte(IgnoreUnknownFlag | 9), 0x92, 0x00, 0x80}))
 	f.Add([]byte{byte(AcquireType), 0x92, 0x05, 0x81, 0xa5, 'l', 'o', 'c', 'k', 's', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Add(envelope([]byte{byte(AcquireType), 0x92, 0x05, 0x81, 0xa5, 'l', 'o', 'c', 'k', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		now, cmd, err := Decode(b)
 		if err != nil {
