@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -167,7 +168,9 @@ func TestDeterminism(t *testing.T) {
 }
 
 // TestRestoreCorruptKeepsState restores damaged copies of a real snapshot
-// into an FSM with other state: every one must fail and change nothing.
+// into an FSM with other state: every one must fail and change nothing. In
+// format 2 every damage is caught; in format 1, which has no checksums,
+// some single-byte changes still decode, and the test shows how many.
 func TestRestoreCorruptKeepsState(t *testing.T) {
 	src := newTestFSM(t)
 	g := newGen(rand.New(rand.NewPCG(7, 7)))
@@ -175,8 +178,25 @@ func TestRestoreCorruptKeepsState(t *testing.T) {
 		cmd := g.next(src.FSM)
 		g.observe(cmd, src.applyAt(uint64(i), g.now, cmd))
 	}
-	good := snapshotBytes(t, src.FSM)
+	current := snapshotBytes(t, src.FSM)
+	for _, format := range []int{SnapshotFormat, snapshotFormat1} {
+		good := current
+		if format == snapshotFormat1 {
+			good = legacySnapshot(t, current)
+		}
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) {
+			flipped := restoreDamaged(t, src.FSM, good)
+			if format == SnapshotFormat && flipped > 0 {
+				t.Fatalf("%d single-byte changes of 2000 restored", flipped)
+			}
+		})
+	}
+}
 
+// restoreDamaged restores damaged copies of good, a snapshot of src, and
+// then good itself. It returns how many single-byte changes still
+// restored.
+func restoreDamaged(t *testing.T, src *FSM, good []byte) (flipped int) {
 	f := newTestFSM(t)
 	seedOther(t, f)
 	before, applied := f.Digest(), f.AppliedIndex()
@@ -199,15 +219,14 @@ func TestRestoreCorruptKeepsState(t *testing.T) {
 	check("trailing byte", append(bytes.Clone(good), 0))
 	check("trailing record", append(bytes.Clone(good), 0x06))
 	r := rand.New(rand.NewPCG(9, 9))
-	flipped := 0
 	for range 2000 {
 		b := bytes.Clone(good)
 		i := r.IntN(len(b))
 		b[i] ^= byte(1 + r.IntN(255))
 		if err := restoreBytes(f.FSM, b); err == nil {
 			// Some flips land in a value and still decode (a different
-			// token, say): the stream cannot tell. Undo by restoring the
-			// original state before going on.
+			// token, say): a stream without checksums cannot tell. Undo
+			// by restoring the original state before going on.
 			flipped++
 			f = newTestFSM(t)
 			seedOther(t, f)
@@ -224,8 +243,9 @@ func TestRestoreCorruptKeepsState(t *testing.T) {
 	if err := restoreBytes(f.FSM, good); err != nil {
 		t.Fatal(err)
 	}
-	sameState(t, "good restore", src.FSM, f.FSM)
+	sameState(t, "good restore", src, f.FSM)
 	if sub.Err() != ErrRestored {
 		t.Fatalf("subscription after restore: %v", sub.Err())
 	}
+	return flipped
 }

@@ -3,15 +3,61 @@
 //
 // Every log entry is one command: a type byte followed by a msgpack array
 // [now, body], where now is the leader's timestamp (Unix nanoseconds) and
-// body is the lockstate command (see Encode). FSM.Apply decodes the entry,
-// applies it to the table at the entry's index and time, and returns the
-// table's *lockstate.Result to the proposer. An entry that does not decode
-// means the binary and the log disagree: the node stops loudly rather than
+// body is the lockstate command. FSM.Apply decodes the entry, applies it
+// to the table at the entry's index and time, and returns the table's
+// *lockstate.Result to the proposer. An entry that does not decode means
+// the binary and the log disagree: the node stops loudly rather than
 // diverge.
+//
+// # Checksums
+//
+// Since issue 10 ("Cluster trust") Encode wraps every command in an
+// envelope with a CRC-32C (Castagnoli) of it:
+//
+//	0x7f (ChecksummedType), CRC-32C of the command (4 bytes, big endian), command
+//
+// and Apply checks it on every node, on its own copy of the entry: an
+// entry damaged on disk, in memory or on the wire stops the node through
+// Config.Fatal, with the entry's index and term and what to do, instead of
+// being applied (and the node's digest silently differing from the
+// others'). Entries written before the envelope are bare commands; Decode
+// reads them as it always did, unchecked: the log still holds them until
+// a snapshot compacts them away, and the compatibility fixture in
+// testdata/compat replays them.
+//
+// Snapshots (Persist, Restore) are a msgpack stream of the table's export
+// records, in checksummed chunks since format 2 (see SnapshotFormat).
+// Restore checks every chunk before its records are decoded, and builds a
+// new table that it swaps in only once the whole stream has been read, so
+// a damaged snapshot leaves the FSM as it was. Format 1 snapshots, without
+// checksums, still restore. (Raft's file snapshot store also keeps a
+// CRC-64 of each snapshot file; the chunks' checksums also cover a
+// snapshot installed from the leader, which the store checksums only as
+// received.)
+//
+// A CRC finds accidents, not tampering: whoever can write the log or a
+// snapshot can also write a matching checksum, or rewrite an entry in the
+// old bare form. Authenticating entries takes a key, which this package
+// does not have.
+//
+// # Upgrades
+//
+// A build before the envelope does not know type 0x7f: it stops at the
+// first checksummed entry (an unknown type without IgnoreUnknownFlag, on
+// purpose: skipping it would diverge), and it refuses format 2 snapshots
+// ("snapshot format 2"). So during a rolling upgrade a node still on the
+// old build stops as soon as a node on this build leads and proposes, or
+// sends it a snapshot; its log is intact, and it carries on once
+// upgraded. Upgrading the followers first and the leader last avoids that
+// unless leadership moves mid-upgrade; only a version gate (a later
+// change: write the new formats only once every voter runs a build that
+// reads them) rules it out. For
+// the same reason a node cannot go back to the old build once it has
+// written or received checksummed entries or a format 2 snapshot. Commands
+// forwarded from follower to leader (raftnode) use Encode too, so an old
+// leader refuses those from upgraded followers.
 //
 // Readers look at the table under a read lock (FSM.Read), wait for the
 // FSM's own applied index (FSM.WaitApplied, FSM.Changed) and follow what
-// each entry changed (FSM.Subscribe). Snapshots are a msgpack stream of
-// the table's export records; Restore rebuilds a new table and swaps it in
-// only once the whole stream has been read.
+// each entry changed (FSM.Subscribe).
 package fsm

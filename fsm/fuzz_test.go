@@ -1,10 +1,11 @@
 package fsm
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"testing"
@@ -85,16 +86,30 @@ func FuzzApplySequence(f *testing.F) {
 }
 
 // snapshotSeeds returns real snapshots to seed the restore fuzzers: an
-// empty table, richState's, and one of a generated workload.
+// empty table, richState's, and one of a generated workload, each in
+// format 2 and in format 1, and the compatibility fixture's (format 1).
+// Format 1 has no checksums, so mutations of it reach the record decoders
+// and the loader; those of format 2 mostly stop at a checksum.
 func snapshotSeeds(f *testing.F) [][]byte {
-	seeds := [][]byte{snapshotBytes(f, newTestFSM(f).FSM), snapshotBytes(f, richState(f).f.FSM)}
 	src := newTestFSM(f)
 	g := newGen(rand.New(rand.NewPCG(5, 5)))
 	for i := 1; i <= 200; i++ {
 		cmd := g.next(src.FSM)
 		g.observe(cmd, src.applyAt(uint64(i), g.now, cmd))
 	}
-	return append(seeds, snapshotBytes(f, src.FSM))
+	var seeds [][]byte
+	for _, fsm := range []*FSM{newTestFSM(f).FSM, richState(f).f.FSM, src.FSM} {
+		b := snapshotBytes(f, fsm)
+		seeds = append(seeds, b, legacySnapshot(f, b))
+	}
+	for _, name := range []string{"snapshot-mid.bin", "snapshot-final.bin"} {
+		b, err := os.ReadFile(filepath.Join(compatDir, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
 }
 
 // FuzzRestore restores arbitrary bytes. It must never panic, allocate much
@@ -145,11 +160,9 @@ func FuzzRestore(f *testing.F) {
 // declaredRecords returns how many records b's table header declares, or 0
 // if b does not start with the two headers.
 func declaredRecords(b []byte) int {
-	rr := recordReader{br: bufio.NewReader(bytes.NewReader(b))}
-	var hdr snapshotHeader
+	rr, _, err := openSnapshot(bytes.NewReader(b))
 	var th lockstate.Header
-	if rr.expect(recHeader, func(r *mpReader) error { return decodeSnapshotHeader(r, &hdr) }) != nil ||
-		rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }) != nil {
+	if err != nil || rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }) != nil {
 		return 0
 	}
 	return max(th.Sessions, th.Nodes, th.Requests)
@@ -161,15 +174,22 @@ func declaredRecords(b []byte) int {
 func FuzzRecordDecode(f *testing.F) {
 	for _, b := range snapshotSeeds(f) {
 		// The records of a real snapshot, each as the seed of its kind.
-		rr := recordReader{br: bufio.NewReader(bytes.NewReader(b))}
+		rr, hdr, err := openSnapshot(bytes.NewReader(b))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(kindOf[snapshotHeader]()), appendSnapshotHeader(nil, &hdr))
 		for {
 			t, err := rr.tag()
-			if err != nil || t == recEnd {
+			if err != nil {
 				break
 			}
-			k := map[recordType]int{recHeader: kindOf[snapshotHeader](), recTable: kindOf[lockstate.Header](),
+			k := map[recordType]int{recTable: kindOf[lockstate.Header](),
 				recSession: kindOf[lockstate.SessionRecord](), recNode: kindOf[lockstate.NodeRecord](),
-				recRequest: kindOf[lockstate.RequestRecord]()}[t]
+				recRequest: kindOf[lockstate.RequestRecord](), recEnd: kindOf[snapshotTrailer]()}[t]
+			if t == recEnd && hdr.Format == snapshotFormat1 {
+				break
+			}
 			var rec []byte
 			_ = rr.read(func(r *mpReader) error {
 				start := r.pos

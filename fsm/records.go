@@ -40,6 +40,24 @@ func decodeSnapshotHeader(r *mpReader, h *snapshotHeader) error {
 	})
 }
 
+// snapshotTrailer ends a format 2 snapshot, after recEnd.
+type snapshotTrailer struct {
+	Records uint64 `msgpack:"records"` // records before recEnd, the header and table header included
+}
+
+func appendTrailer(b []byte, t *snapshotTrailer) []byte {
+	return appendUint(appendStr(appendMapLen(b, 1), "records"), t.Records)
+}
+
+func decodeTrailer(r *mpReader, t *snapshotTrailer) error {
+	return r.readFields(1, func(k []byte) (uint32, error) {
+		if string(k) == "records" {
+			return 1 << 0, readUint(r, &t.Records)
+		}
+		return 0, nil
+	})
+}
+
 func appendTableHeader(b []byte, h *lockstate.Header) []byte {
 	b = appendMapLen(b, 8)
 	b = appendInt(appendStr(b, "format"), int64(h.Format))

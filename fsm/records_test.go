@@ -33,6 +33,7 @@ func kind[T any](app func([]byte, *T) []byte, dec func(*mpReader, *T) error) rec
 // one.
 var recordKinds = []recordKind{
 	kind(appendSnapshotHeader, decodeSnapshotHeader),
+	kind(appendTrailer, decodeTrailer),
 	kind(appendTableHeader, decodeTableHeader),
 	kind(appendSession, decodeSession),
 	kind(appendNode, decodeNode),

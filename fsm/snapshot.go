@@ -2,8 +2,12 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"runtime/debug"
 
@@ -12,9 +16,41 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// SnapshotFormat is the version of the snapshot stream below. Restore
-// refuses other versions.
-const SnapshotFormat = 1
+// SnapshotFormat is the version of the snapshot stream Persist writes.
+// Restore reads it and format 1, the one before it.
+//
+// Format 1 is a msgpack stream of tagged records: each record is a
+// msgpack uint8 tag followed by the record (see records.go): the header,
+// the table header, sessions, nodes and requests (lockstate.Table.Export's
+// order), then recEnd, which has no body.
+//
+// Format 2 (issue 10) adds checksums. It starts with the header record
+// exactly as format 1 writes it, with format 2, so that a build that reads
+// only format 1 refuses the stream by its version; every byte after it is
+// in chunks:
+//
+//	length (4 bytes, big endian, 1 to chunkSize), CRC-32C (4 bytes, big endian), payload (length bytes)
+//
+// The CRC-32C (Castagnoli) of a chunk is that of everything before it and
+// its own payload: the header record and the payload bytes so far, so that
+// a chunk is only good in its own place and the header is covered too.
+// The payloads, joined, are format 1's records from the table header on,
+// recEnd included, followed by the trailer: snapshotTrailer, the number of
+// records before recEnd. The stream ends after the last chunk. A chunk
+// holds whole records, as many as fit, or a chunkSize piece of a longer
+// record (see chunkWriter); the reader relies on this only to name records.
+const SnapshotFormat = 2
+
+// snapshotFormat1 is the format before checksums, still read.
+const snapshotFormat1 = 1
+
+// chunkSize is the most payload a format 2 chunk carries: what is read
+// and checked at a time.
+const chunkSize = 64 << 10
+
+// maxHeaderSize bounds the header record (36 bytes with every integer at
+// its longest), which is read whole before the stream's format is known.
+const maxHeaderSize = 64
 
 // recordType tags each record in a snapshot stream. Values are stored in
 // snapshots: never reuse or renumber one.
@@ -26,8 +62,18 @@ const (
 	recSession recordType = 3 // lockstate.SessionRecord
 	recNode    recordType = 4 // lockstate.NodeRecord
 	recRequest recordType = 5 // lockstate.RequestRecord
-	recEnd     recordType = 6 // no body; nothing may follow
+	recEnd     recordType = 6 // no body in format 1; the trailer in format 2; nothing may follow
 )
+
+var recordNames = [...]string{recHeader: "header", recTable: "table header", recSession: "session",
+	recNode: "node", recRequest: "request", recEnd: "end"}
+
+func (t recordType) String() string {
+	if int(t) < len(recordNames) && recordNames[t] != "" {
+		return recordNames[t]
+	}
+	return fmt.Sprintf("record type %d", uint8(t))
+}
 
 // snapshotHeader opens a snapshot with the FSM's own state.
 type snapshotHeader struct {
@@ -91,41 +137,88 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return nil
 }
 
-// flushAt is how much of the stream write collects before writing it out.
-const flushAt = 64 << 10
-
-// write encodes the stream: each record is a msgpack uint8 tag followed by
-// the record (see records.go), ending with recEnd.
+// write encodes the stream in format 2 (see SnapshotFormat): the header
+// record, then the others in chunks.
 func (s *snapshot) write(w io.Writer) error {
-	b := make([]byte, 0, flushAt+4<<10)
-	b = appendSnapshotHeader(appendTag(b, recHeader), &s.header)
+	head := appendSnapshotHeader(appendTag(nil, recHeader), &s.header)
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	cw := &chunkWriter{w: w, crc: crc32.Checksum(head, castagnoli)}
+	b := make([]byte, 0, chunkSize+4<<10)
 	b = appendTableHeader(appendTag(b, recTable), &s.table)
 	var err error
-	if b, err = putAll(w, b, recSession, s.sessions, appendSession); err != nil {
+	if b, err = putAll(cw, b, recSession, s.sessions, appendSession); err != nil {
 		return err
 	}
-	if b, err = putAll(w, b, recNode, s.nodes, appendNode); err != nil {
+	if b, err = putAll(cw, b, recNode, s.nodes, appendNode); err != nil {
 		return err
 	}
-	if b, err = putAll(w, b, recRequest, s.requests, appendRequest); err != nil {
+	if b, err = putAll(cw, b, recRequest, s.requests, appendRequest); err != nil {
 		return err
 	}
-	_, err = w.Write(appendTag(b, recEnd))
-	return err
+	n := len(b)
+	tr := snapshotTrailer{Records: uint64(2 + len(s.sessions) + len(s.nodes) + len(s.requests))}
+	if b = appendTrailer(appendTag(b, recEnd), &tr); len(b) > chunkSize {
+		if b, err = cw.flush(b, n); err != nil {
+			return err
+		}
+	}
+	return cw.chunk(b)
 }
 
-// putAll appends each of recs with tag t to b, writing b out and emptying
-// it whenever it passes flushAt.
-func putAll[T any](w io.Writer, b []byte, t recordType, recs []T, put func([]byte, *T) []byte) ([]byte, error) {
+// putAll appends each of recs with tag t to b. When a record takes b past
+// chunkSize, the records before it are written out as a chunk first.
+func putAll[T any](cw *chunkWriter, b []byte, t recordType, recs []T, put func([]byte, *T) []byte) ([]byte, error) {
+	var err error
 	for i := range recs {
-		if b = put(appendTag(b, t), &recs[i]); len(b) >= flushAt {
-			if _, err := w.Write(b); err != nil {
+		n := len(b)
+		if b = put(appendTag(b, t), &recs[i]); len(b) > chunkSize {
+			if b, err = cw.flush(b, n); err != nil {
 				return b, err
 			}
-			b = b[:0]
 		}
 	}
 	return b, nil
+}
+
+// chunkWriter writes a format 2 stream's payload as checksummed chunks.
+// Chunks start at records, so that an error names the first record of
+// the damaged one: a chunk holds whole records, as many as fit in
+// chunkSize bytes, or a piece of one record longer than that.
+type chunkWriter struct {
+	w   io.Writer
+	crc uint32 // CRC-32C of the stream's content so far
+}
+
+// flush writes b[:n], whole records, as a chunk, and then, if the record
+// after them is longer than a chunk, its chunkSize pieces. It returns the
+// rest of b, moved to its start.
+func (cw *chunkWriter) flush(b []byte, n int) ([]byte, error) {
+	if n > 0 {
+		if err := cw.chunk(b[:n]); err != nil {
+			return b, err
+		}
+	}
+	for ; len(b)-n > chunkSize; n += chunkSize {
+		if err := cw.chunk(b[n : n+chunkSize]); err != nil {
+			return b, err
+		}
+	}
+	return b[:copy(b, b[n:])], nil
+}
+
+// chunk writes p, 1 to chunkSize bytes, as one chunk.
+func (cw *chunkWriter) chunk(p []byte) error {
+	cw.crc = crc32.Update(cw.crc, castagnoli, p)
+	var head [8]byte
+	binary.BigEndian.PutUint32(head[:4], uint32(len(p)))
+	binary.BigEndian.PutUint32(head[4:], cw.crc)
+	if _, err := cw.w.Write(head[:]); err != nil {
+		return err
+	}
+	_, err := cw.w.Write(p)
+	return err
 }
 
 // appendTag appends a record tag as msgpack's EncodeUint8 writes it.
@@ -136,14 +229,28 @@ func (s *snapshot) Release() {
 	s.sessions, s.nodes, s.requests = nil, nil, nil
 }
 
-// Restore replaces the whole state with the snapshot in rc. It reads and
-// checks every record and builds a new table before touching the FSM: a
-// restore that fails for any reason returns an error and leaves the
-// current table, applied index and subscriptions as they were. A
-// successful one ends every subscription with ErrRestored.
+// snapshotRemedy tells the operator what to do about a snapshot that fails
+// its checksum. Raft restores a node's own snapshots at startup, newest
+// first, falling back to older ones, and a leader sends a new one when an
+// install fails, so one failure heals itself; only a repeated one needs
+// the operator.
+const snapshotRemedy = "the snapshot was damaged on disk or on its way here, and this node's table is unchanged " +
+	"(raft falls back to an older snapshot at startup, and a leader sends its snapshot again); " +
+	"if it keeps failing, stop this node, remove it from the cluster (DELETE /v1/members/<id> on another node), " +
+	"move its data dir away and start it again with an empty one and --join (\"Restore one node\" in docs/operations.md)"
+
+// Restore replaces the whole state with the snapshot in rc, in either
+// format Restore reads (see SnapshotFormat). It reads and checks every
+// record, and in format 2 every checksum, and builds a new table before
+// touching the FSM: a restore that fails for any reason returns an error
+// and leaves the current table, applied index and subscriptions as they
+// were. A successful one ends every subscription with ErrRestored.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	hdr, t, err := readSnapshot(rc)
+	if errors.Is(err, ErrChecksum) {
+		return fmt.Errorf("fsm: restore: %w; %s", err, snapshotRemedy)
+	}
 	if err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
@@ -153,7 +260,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Unlock()
 	f.hub.endAll(ErrRestored)
 	f.watch.Notify()
-	f.logger.Info("restored snapshot", "applied", hdr.Applied, "table_index", t.Index())
+	f.logger.Info("restored snapshot", "format", hdr.Format, "applied", hdr.Applied, "table_index", t.Index())
 	return nil
 }
 
@@ -179,12 +286,9 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 			}
 		}
 	}()
-	rr := recordReader{br: bufio.NewReaderSize(r, 64<<10)}
-	if err := rr.expect(recHeader, func(r *mpReader) error { return decodeSnapshotHeader(r, &hdr) }); err != nil {
+	rr, hdr, err := openSnapshot(r)
+	if err != nil {
 		return hdr, nil, err
-	}
-	if hdr.Format != SnapshotFormat {
-		return hdr, nil, fmt.Errorf("snapshot format %d, this build reads %d", hdr.Format, SnapshotFormat)
 	}
 	var th lockstate.Header
 	if err := rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }); err != nil {
@@ -199,42 +303,92 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 	if err != nil {
 		return hdr, nil, err
 	}
+	tab, err = loadRecords(rr, l, hdr.Format, &loading)
+	return hdr, tab, err
+}
+
+// openSnapshot reads the header record at the start of a snapshot stream
+// and returns a recordReader for the records after it: read straight from
+// r in format 1, through checked chunks in format 2.
+func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
+	br := bufio.NewReaderSize(r, chunkSize) // a chunk must fit: chunkReader checks it in br's buffer
+	hdr, head, err := readSnapshotHeader(br)
+	if err != nil {
+		return nil, hdr, err
+	}
+	rr := &recordReader{br: br, last: recHeader, count: 1}
+	switch hdr.Format {
+	case snapshotFormat1:
+	case SnapshotFormat:
+		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
+		rr.br = bufio.NewReaderSize(cr, 64<<10)
+	default:
+		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d and %d", hdr.Format, snapshotFormat1, SnapshotFormat)
+	}
+	return rr, hdr, nil
+}
+
+// readSnapshotHeader reads the header record from the start of br. It
+// returns the record's bytes too, which format 2's checksums cover.
+func readSnapshotHeader(br *bufio.Reader) (snapshotHeader, []byte, error) {
+	var hdr snapshotHeader
+	p, _ := br.Peek(maxHeaderSize) // a shorter stream is refused below
+	r := mpReader{b: p}
+	t, err := r.uint()
+	if err != nil {
+		return hdr, nil, fmt.Errorf("record #1 (header): tag: %w", err)
+	}
+	if t != uint64(recHeader) {
+		return hdr, nil, fmt.Errorf("record #1: tag %d where a snapshot starts with its header (%d)", t, recHeader)
+	}
+	if err := decodeSnapshotHeader(&r, &hdr); err != nil {
+		return hdr, nil, fmt.Errorf("record #1 (header): %w", err)
+	}
+	head := bytes.Clone(p[:r.pos])
+	_, _ = br.Discard(r.pos) // cannot fail: r.pos <= len(p) bytes are buffered
+	return hdr, head, nil
+}
+
+// loadRecords reads the records after the table header into l and returns
+// the table they make. It sets *loading while the loader runs, for
+// readSnapshot's recover.
+func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *bool) (*lockstate.Table, error) {
 	var node lockstate.NodeRecord // Holds's array is reused from record to record: see decodeNode
 	for {
 		t, err := rr.tag()
 		if err != nil {
-			return hdr, nil, err
+			return nil, err
 		}
 		switch t {
 		case recSession:
 			var rec lockstate.SessionRecord
 			if err = rr.decode(func(r *mpReader) error { return decodeSession(r, &rec) }); err == nil {
-				loading = true
+				*loading = true
 				err = l.Session(rec)
 			}
 		case recNode:
 			if err = rr.decode(func(r *mpReader) error { return decodeNode(r, &node) }); err == nil {
-				loading = true
+				*loading = true
 				err = l.Node(node)
 			}
 		case recRequest:
 			var rec lockstate.RequestRecord
 			if err = rr.decode(func(r *mpReader) error { return decodeRequest(r, &rec) }); err == nil {
-				loading = true
+				*loading = true
 				err = l.Request(rec)
 			}
 		case recEnd:
-			if err := rr.end(); err != nil {
-				return hdr, nil, err
+			if err := rr.finish(format); err != nil {
+				return nil, err
 			}
-			loading = true
-			tab, err = l.Table()
-			loading = false
-			return hdr, tab, err
+			*loading = true
+			tab, err := l.Table()
+			*loading = false
+			return tab, err
 		}
-		loading = false
+		*loading = false
 		if err != nil {
-			return hdr, nil, err
+			return nil, err
 		}
 	}
 }
@@ -249,12 +403,20 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 // only as its bytes arrive (see scan.go): the decoders check every length
 // against the bytes in hand, so a record must be entirely in memory before
 // they look at it.
+//
+// When br's source fails (in format 2, a chunk that fails its checksum),
+// the bytes br already holds are still good: they are decoded as at the end
+// of the stream, and the source's error is returned by the record that
+// needs bytes past them. Chunks start at records, so that record is the
+// first of the damaged chunk, and the error names it.
 type recordReader struct {
-	br   *bufio.Reader
-	eof  bool     // br's source has ended: what br holds is all there is
-	buf  []byte   // the last record too long for br's buffer
-	r    mpReader // here rather than on read's stack, where passing it to decode would make it escape
-	last recordType
+	br     *bufio.Reader
+	eof    bool     // br's source has ended or failed: what br holds is all there is
+	srcErr error    // why br's source failed, if it did rather than end
+	buf    []byte   // the last record too long for br's buffer
+	r      mpReader // here rather than on read's stack, where passing it to decode would make it escape
+	last   recordType
+	count  int // records whose tag has been read, the header included
 }
 
 // refillBelow is how few buffered bytes make recordReader top br's buffer
@@ -274,16 +436,17 @@ func (rr *recordReader) tag() (recordType, error) {
 		b, err = r.uint()
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("record tag after %d: %w", rr.last, err)
+		return 0, fmt.Errorf("record #%d: tag after a %v record: %w", rr.count+1, rr.last, err)
 	}
 	t := recordType(b)
 	repeatable := t >= recSession && t <= recRequest
 	ok := b >= uint64(recHeader) && b <= uint64(recEnd) && (t > rr.last || (t == rr.last && repeatable)) &&
 		(rr.last == 0) == (t == recHeader) && (rr.last == recHeader) == (t == recTable)
 	if !ok {
-		return 0, fmt.Errorf("record tag %d after %d: out of order or unknown", b, rr.last)
+		return 0, fmt.Errorf("record #%d: tag %d after a %v record: out of order or unknown", rr.count+1, b, rr.last)
 	}
 	rr.last = t
+	rr.count++
 	return t, nil
 }
 
@@ -294,7 +457,7 @@ func (rr *recordReader) expect(want recordType, decode func(*mpReader) error) er
 		return err
 	}
 	if t != want {
-		return fmt.Errorf("record tag %d, want %d", t, want)
+		return fmt.Errorf("record #%d: a %v record, want a %v", rr.count, t, want)
 	}
 	return rr.decode(decode)
 }
@@ -302,18 +465,33 @@ func (rr *recordReader) expect(want recordType, decode func(*mpReader) error) er
 // decode reads the current record's body with decode.
 func (rr *recordReader) decode(decode func(*mpReader) error) error {
 	if err := rr.read(decode); err != nil {
-		return fmt.Errorf("record %d: %w", rr.last, err)
+		return fmt.Errorf("record #%d (%v): %w", rr.count, rr.last, err)
 	}
 	return nil
 }
 
-// end checks that nothing follows the end marker.
+// finish reads what follows the end marker in format: nothing in format 1,
+// the trailer in format 2, whose count of records must match the stream's.
+func (rr *recordReader) finish(format int) error {
+	if format != snapshotFormat1 {
+		var tr snapshotTrailer
+		if err := rr.decode(func(r *mpReader) error { return decodeTrailer(r, &tr) }); err != nil {
+			return err
+		}
+		if before := uint64(rr.count - 1); tr.Records != before {
+			return fmt.Errorf("the trailer counts %d records before the end, the stream holds %d", tr.Records, before)
+		}
+	}
+	return rr.end()
+}
+
+// end checks that nothing follows the end of the stream.
 func (rr *recordReader) end() error {
 	if rr.br.Buffered() > 0 {
 		return errors.New("data after the end of the snapshot")
 	}
 	if rr.eof {
-		return nil
+		return rr.srcErr
 	}
 	switch _, err := rr.br.ReadByte(); err {
 	case io.EOF:
@@ -343,8 +521,11 @@ func (rr *recordReader) read(decode func(*mpReader) error) error {
 			_, _ = rr.br.Discard(rr.r.pos) // cannot fail: r.pos <= len(win) bytes are buffered
 			return nil
 		}
-		if !errors.Is(err, io.ErrUnexpectedEOF) || rr.eof {
-			return err // decided by bytes in hand, or the stream is truncated
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			return err // decided by bytes in hand
+		}
+		if rr.eof {
+			return cmp.Or(rr.srcErr, err) // the stream is truncated, or damaged past here
 		}
 		if refill || len(win) == rr.br.Size() {
 			break
@@ -376,8 +557,71 @@ func (rr *recordReader) window(fill bool) ([]byte, error) {
 		case io.EOF:
 			rr.eof = true
 		default:
-			return nil, err
+			rr.eof, rr.srcErr = true, err
 		}
 	}
 	return rr.br.Peek(rr.br.Buffered())
+}
+
+// chunkReader reads the payload of a format 2 stream's chunks (see
+// SnapshotFormat) from br, each only once its checksum matched. A chunk
+// is checked in br's buffer, which it fits, and read from there.
+type chunkReader struct {
+	br   *bufio.Reader
+	crc  uint32 // CRC-32C of the stream's content up to the current chunk's end
+	cur  []byte // the current chunk's unread payload, in br's buffer
+	size int    // the current chunk's length, to discard from br once read
+	n    int    // chunks checked
+	off  int64  // payload bytes before the current chunk
+	err  error  // the first error, returned from then on
+}
+
+// Read reads payload bytes. It returns io.EOF where a chunk would start
+// and the stream ends.
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.cur) == 0 {
+		if c.err == nil {
+			c.err = c.next()
+		}
+		if c.err != nil {
+			return 0, c.err
+		}
+	}
+	n := copy(p, c.cur)
+	c.cur = c.cur[n:]
+	return n, nil
+}
+
+// next drops the chunk that has been read and checks the one after it.
+func (c *chunkReader) next() error {
+	_, _ = c.br.Discard(c.size) // cannot fail: Peek returned these bytes
+	c.off += int64(c.size)
+	c.size = 0
+	h, err := c.br.Peek(8)
+	if len(h) == 0 && err == io.EOF {
+		return io.EOF
+	}
+	if err != nil {
+		return c.errorf("head: %w", noEOF(err))
+	}
+	size, sum := binary.BigEndian.Uint32(h[:4]), binary.BigEndian.Uint32(h[4:])
+	if size == 0 || size > chunkSize {
+		return c.errorf("length %d out of range (1 to %d), damaged: %w", size, chunkSize, ErrChecksum)
+	}
+	_, _ = c.br.Discard(8)
+	p, err := c.br.Peek(int(size))
+	if err != nil {
+		return c.errorf("%d of its %d bytes: %w", len(p), size, noEOF(err))
+	}
+	crc := crc32.Update(c.crc, castagnoli, p)
+	if crc != sum {
+		return c.errorf("fails its checksum (CRC-32C %08x, written as %08x): %w", crc, sum, ErrChecksum)
+	}
+	c.crc, c.cur, c.size = crc, p, int(size)
+	c.n++
+	return nil
+}
+
+func (c *chunkReader) errorf(format string, args ...any) error {
+	return fmt.Errorf("chunk %d (payload bytes from %d): "+format, append([]any{c.n + 1, c.off}, args...)...)
 }

@@ -173,8 +173,11 @@ func stream(t *testing.T, parts ...any) []byte {
 	return buf.Bytes()
 }
 
+// TestRestoreRejects covers the record layer with format 1 streams built
+// by msgpack itself: format 2 carries the same records, and
+// TestRestoreRejectsChunks covers its framing.
 func TestRestoreRejects(t *testing.T) {
-	hdr := snapshotHeader{Format: SnapshotFormat, Applied: 5}
+	hdr := snapshotHeader{Format: snapshotFormat1, Applied: 5}
 	th := lockstate.Header{Format: lockstate.FormatVersion, Index: 5, Sessions: 1}
 	sess := lockstate.SessionRecord{ID: 1, TTL: time.Second, Done: []string{}}
 	node := lockstate.NodeRecord{Name: "a", Version: 3, Limit: 1, Holds: []lockstate.HoldRecord{{Session: 1, Mode: lockstate.Write, Weight: 1, Count: 1, Token: 3}}}
@@ -184,9 +187,10 @@ func TestRestoreRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"nothing":             nil,
 		"no end":              stream(t, recHeader, hdr, recTable, th, recSession, sess),
-		"wrong format":        stream(t, recHeader, snapshotHeader{Format: 2, Applied: 5}, recTable, th, recSession, sess, recEnd),
+		"wrong format":        stream(t, recHeader, snapshotHeader{Format: 3, Applied: 5}, recTable, th, recSession, sess, recEnd),
+		"format 0":            stream(t, recHeader, snapshotHeader{Format: 0, Applied: 5}, recTable, th, recSession, sess, recEnd),
 		"wrong table format":  stream(t, recHeader, hdr, recTable, lockstate.Header{Format: 9}, recEnd),
-		"applied before":      stream(t, recHeader, snapshotHeader{Format: SnapshotFormat, Applied: 4}, recTable, th, recSession, sess, recEnd),
+		"applied before":      stream(t, recHeader, snapshotHeader{Format: snapshotFormat1, Applied: 4}, recTable, th, recSession, sess, recEnd),
 		"table first":         stream(t, recTable, th, recHeader, hdr, recSession, sess, recEnd),
 		"two headers":         stream(t, recHeader, hdr, recHeader, hdr, recTable, th, recSession, sess, recEnd),
 		"node before session": stream(t, recHeader, hdr, recTable, th1, recNode, node, recSession, sess, recEnd),
