@@ -62,16 +62,16 @@ const (
 
 // Config configures a Cluster.
 type Config struct {
-	ID              string   // node id, the same as the raftnode's; also the memberlist name
-	GossipBind      string   // host:port memberlist listens on (TCP and UDP); port 0 picks one
-	GossipAdvertise string   // host:port others reach us at; "" lets memberlist choose
-	RaftAddr        string   // raft address to publish; "" means the node's RaftAddr()
-	HTTPAddr        string   // HTTP address to publish (forwarding and clients)
+	ID              string // node id, the same as the raftnode's; also the memberlist name
+	GossipBind      string // host:port memberlist listens on (TCP and UDP); port 0 picks one
+	GossipAdvertise string // host:port others reach us at; "" lets memberlist choose
+	RaftAddr        string // raft address to publish; "" means the node's RaftAddr()
+	HTTPAddr        string // HTTP address to publish (forwarding and clients)
 	// LogFormat is the newest log entry format this build applies
 	// (fsm.NewestFormat), gossiped so that a leader never writes a format
 	// some voter cannot apply; 0 means 1.
 	LogFormat int
-	Join            []string // gossip addresses to join; retried until one answers
+	Join      []string // gossip addresses to join; retried until one answers
 	// BootstrapExpect > 0: bootstrap raft once this many fresh servers
 	// with the same value see each other. 0: join and wait to be added.
 	BootstrapExpect int
