@@ -104,15 +104,35 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // and its CRC-32C.
 const envelopeHead = 1 + 4
 
+// Format is a version of the log entry format. A build applies every
+// format up to NewestFormat; a leader writes the newest that every voter
+// applies (the cluster gossips each node's newest), so that a rolling
+// upgrade never hands an older voter an entry it cannot apply. A format
+// that adds commands gets a new number too.
+type Format int
+
+const (
+	// FormatBare is a command as builds before issue 10 wrote it: its type
+	// byte, then the msgpack array [now, cmd] with cmd as a map keyed by
+	// its msgpack tags.
+	FormatBare Format = 1
+	// FormatChecksummed is a bare command inside the envelope
+	//
+	//	ChecksummedType, CRC-32C (Castagnoli) of the bare command (4 bytes, big endian), bare command
+	FormatChecksummed Format = 2
+	// NewestFormat is the newest format this build writes and applies.
+	NewestFormat = FormatChecksummed
+)
+
 // Encode returns the log entry for cmd proposed at now (the leader's clock,
-// Unix nanoseconds). The entry is the envelope
-//
-//	ChecksummedType, CRC-32C (Castagnoli) of the inner entry (4 bytes, big endian), inner entry
-//
-// around the inner entry, the command as builds before issue 10 wrote it
-// whole: its type byte, then the msgpack array [now, cmd] with cmd as a
-// map keyed by its msgpack tags.
+// Unix nanoseconds) in NewestFormat.
 func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
+	return EncodeFormat(NewestFormat, now, cmd)
+}
+
+// EncodeFormat returns the log entry for cmd proposed at now in format f:
+// bare below FormatChecksummed, checksummed from it on.
+func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	t, ok := typeOf[reflect.TypeOf(cmd)]
 	if !ok {
 		return nil, fmt.Errorf("fsm: encode: %T is not a command this build knows", cmd)
@@ -122,7 +142,11 @@ func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.Grow(64)
-	buf.Write([]byte{byte(ChecksummedType), 0, 0, 0, 0}) // the checksum is filled in below
+	head := 0
+	if f >= FormatChecksummed {
+		head = envelopeHead
+		buf.Write([]byte{byte(ChecksummedType), 0, 0, 0, 0}) // the checksum is filled in below
+	}
 	buf.WriteByte(byte(t))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
@@ -138,7 +162,9 @@ func Encode(now int64, cmd lockstate.Command) ([]byte, error) {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
 	b := buf.Bytes()
-	binary.BigEndian.PutUint32(b[1:envelopeHead], crc32.Checksum(b[envelopeHead:], castagnoli))
+	if head > 0 {
+		binary.BigEndian.PutUint32(b[1:head], crc32.Checksum(b[head:], castagnoli))
+	}
 	return b, nil
 }
 

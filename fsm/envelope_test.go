@@ -125,3 +125,33 @@ func TestEnvelopeIsNoCommand(t *testing.T) {
 		t.Fatalf("ChecksummedType has a registry row: %s", c.name)
 	}
 }
+
+// EncodeFormat writes what a voter of that format applies: the bare
+// command for FormatBare (what builds before the envelope wrote and read),
+// the checksummed envelope around the same bytes for FormatChecksummed.
+func TestEncodeFormat(t *testing.T) {
+	cmd := &lockstate.Acquire{Session: 7, Locks: []lockstate.LockSpec{{Name: "a/b", Mode: lockstate.Read}}}
+	bare, err := EncodeFormat(FormatBare, 42, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MessageType(bare[0]) != AcquireType {
+		t.Fatalf("bare entry starts with %v, want the command's type", MessageType(bare[0]))
+	}
+	sealed, err := EncodeFormat(FormatChecksummed, 42, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MessageType(sealed[0]) != ChecksummedType || !bytes.Equal(sealed[envelopeHead:], bare) {
+		t.Fatalf("checksummed entry %x is not the envelope around %x", sealed, bare)
+	}
+	for _, b := range [][]byte{bare, sealed} {
+		now, got, err := Decode(b)
+		if err != nil || now != 42 || got.(*lockstate.Acquire).Locks[0].Name != "a/b" {
+			t.Fatalf("decode %x: %d %+v %v", b, now, got, err)
+		}
+	}
+	if newest, _ := Encode(42, cmd); !bytes.Equal(newest, sealed) {
+		t.Fatal("Encode does not write NewestFormat")
+	}
+}

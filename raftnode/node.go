@@ -112,7 +112,8 @@ type Node struct {
 
 	client *http.Client // forwarding to the leader; shared, keep-alive
 
-	digests digestState
+	digests    digestState
+	formatGate atomic.Pointer[func() int] // SetLogFormat
 
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.

@@ -597,3 +597,32 @@ func TestFollowerDetectsDivergedDigest(t *testing.T) {
 		t.Fatalf("mismatch without an index: %+v", got)
 	}
 }
+
+// The leader writes entries in the format its gate allows: bare while a
+// voter of an older build is in the cluster, checksummed once all apply it.
+func TestLeaderWritesTheGatedLogFormat(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.readyLeader().get()
+	entryType := func(format int) fsm.MessageType {
+		t.Helper()
+		l.SetLogFormat(func() int { return format })
+		_, index, err := l.Propose(context.Background(), &lockstate.CreateSession{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entry raft.Log
+		if err := l.logs.GetLog(index, &entry); err != nil {
+			t.Fatal(err)
+		}
+		return fsm.MessageType(entry.Data[0])
+	}
+	if got := entryType(1); got != fsm.CreateSessionType {
+		t.Errorf("format 1: entry type %v, want a bare create_session", got)
+	}
+	if got := entryType(2); got != fsm.ChecksummedType {
+		t.Errorf("format 2: entry type %v, want the checksummed envelope", got)
+	}
+	if got := entryType(99); got != fsm.ChecksummedType {
+		t.Errorf("format 99 (newer than this build): entry type %v, want this build's newest", got)
+	}
+}

@@ -98,7 +98,7 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 	if err := cmd.Validate(); err != nil {
 		return &lockstate.Result{Err: err}, 0, nil
 	}
-	data, err := fsm.Encode(n.now().UnixNano(), cmd)
+	data, err := fsm.EncodeFormat(n.logFormat(), n.now().UnixNano(), cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
 	}
@@ -149,4 +149,20 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 	default:
 		return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", future.Index(), resp)
 	}
+}
+
+// SetLogFormat gives the leader the newest log entry format that every
+// voter applies (the cluster's gossip knows each node's build); the leader
+// writes no newer one. Until it is set, or when it says more than this
+// build knows, the node writes fsm.NewestFormat: a node without a cluster
+// (--dev, tests) has no older voter to wait for.
+func (n *Node) SetLogFormat(format func() int) { n.formatGate.Store(&format) }
+
+// logFormat is the format proposals are written in now.
+func (n *Node) logFormat() fsm.Format {
+	gate := n.formatGate.Load()
+	if gate == nil {
+		return fsm.NewestFormat
+	}
+	return min(fsm.Format((*gate)()), fsm.NewestFormat)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/cluster"
+	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/raftnode"
 	"github.com/lockd/lockd/raftnode/certs"
 )
@@ -205,10 +206,12 @@ func (a *agent) join() error {
 	if a.tls != nil {
 		cfg.VerifyPeer = a.node.VerifyPeer // a voter's node certificate must name its id
 	}
+	cfg.LogFormat = int(fsm.NewestFormat)
 	c, err := cluster.Start(cfg, a.node)
 	if err != nil {
 		return fmt.Errorf("start cluster membership: %w", err)
 	}
+	a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
 	a.cl.Store(c)
 	return nil
 }
