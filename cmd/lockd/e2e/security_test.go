@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,5 +140,45 @@ func TestNonLoopbackWithoutTLSExits(t *testing.T) {
 		"--http-addr", "0.0.0.0:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--insecure") {
 		t.Fatalf("lockd on 0.0.0.0 without TLS: err %v, output %q; want an exit naming --insecure", err, out)
+	}
+}
+
+// SIGHUP reloads the node's certificate: new connections see the new one.
+func TestSIGHUPReloadsCertificates(t *testing.T) {
+	p := newPKI(t)
+	tlsConf, err := certs.ClientConfig(p.file("ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startClusterWith(t, 1, newTLSClient(tlsConf), p.nodeArgs)
+	n1 := c.waitLeader(c.nodes, 30*time.Second)
+	serial := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", n1.httpAddr, tlsConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	for _, f := range []string{p.file("n1.pem"), p.file("n1-key.pem")} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.nodeArgs("n1") // a new certificate for n1 in the same files
+	n1.mu.Lock()
+	err = n1.cmd.Process.Signal(syscall.SIGHUP)
+	n1.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a new certificate after SIGHUP", func() (bool, string) {
+		s := serial()
+		return s != before, "serial still " + s
+	})
+	if _, err := c.api.status(context.Background(), n1.httpAddr); err != nil {
+		t.Fatalf("status after the reload: %v", err)
 	}
 }
