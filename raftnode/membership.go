@@ -120,8 +120,10 @@ func (n *Node) removeMemberLocal(id string) error {
 		return ErrRemoveLeader
 	}
 	err := n.RemoveServer(id)
-	if errors.Is(err, ErrNotLeader) {
-		return fmt.Errorf("%w: %w", errRetry, err) // lost leadership meanwhile: find the new leader
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		// Leadership moved meanwhile: ask the new leader. Removing is
+		// idempotent, so a removal that did commit is not repeated.
+		return fmt.Errorf("%w: %w", errRetry, err)
 	}
 	return err
 }
