@@ -44,18 +44,17 @@
 //
 // A build before the envelope does not know type 0x7f: it stops at the
 // first checksummed entry (an unknown type without IgnoreUnknownFlag, on
-// purpose: skipping it would diverge), and it refuses format 2 snapshots
-// ("snapshot format 2"). So during a rolling upgrade a node still on the
-// old build stops as soon as a node on this build leads and proposes, or
-// sends it a snapshot; its log is intact, and it carries on once
-// upgraded. Upgrading the followers first and the leader last avoids that
-// unless leadership moves mid-upgrade; only a version gate (a later
-// change: write the new formats only once every voter runs a build that
-// reads them) rules it out. For
-// the same reason a node cannot go back to the old build once it has
-// written or received checksummed entries or a format 2 snapshot. Commands
-// forwarded from follower to leader (raftnode) use Encode too, so an old
-// leader refuses those from upgraded followers.
+// purpose: skipping it would diverge). So entries carry a Format, and a
+// leader writes, with EncodeFormat, the newest one every voter applies
+// (raftnode and cluster gossip each build's NewestFormat). Encode writes
+// NewestFormat whatever the voters run: a follower forwarding a command to
+// a leader on the old build with Encode gets it refused.
+//
+// Snapshots are not gated: Persist always writes SnapshotFormat, which a
+// build before it refuses ("snapshot format 2"). A voter still on the old
+// build cannot install a snapshot from an upgraded leader (raft retries
+// until it is upgraded), and a node that has taken a format 2 snapshot
+// cannot go back to the old build.
 //
 // Readers look at the table under a read lock (FSM.Read), wait for the
 // FSM's own applied index (FSM.WaitApplied, FSM.Changed) and follow what
