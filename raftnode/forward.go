@@ -23,7 +23,7 @@ import (
 // forwarding loops: when it is not the (ready) leader it says so and the
 // caller looks for the leader again.
 const (
-	pathPropose   = "/internal/v1/propose"   // body: fsm.Encode(0, cmd); the leader stamps now
+	pathPropose   = "/internal/v1/propose"   // body: the bare command at now 0 (see forwardPropose)
 	pathReadIndex = "/internal/v1/readindex" // empty body
 	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
 	pathRemove    = "/internal/v1/remove"    // body: removeRequest
@@ -70,7 +70,10 @@ type removeRequest struct {
 // forwardPropose sends cmd to the leader, without a timestamp: the leader
 // stamps it with its own clock.
 func (n *Node) forwardPropose(ctx context.Context, addr string, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
-	body, err := fsm.Encode(0, cmd)
+	// The bare format, which every build reads: during a rolling upgrade
+	// the leader may run the older one. It re-encodes the command for the
+	// log in the format every voter applies; TLS guards the wire.
+	body, err := fsm.EncodeFormat(fsm.FormatBare, 0, cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
 	}
