@@ -79,8 +79,8 @@ type env struct {
 	addr           string
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
-	caCert, clientCert, clientKey string
-	json                          bool
+	tls  client.TLSFlags
+	json bool
 }
 
 // command is one subcommand: it parses its own flags and returns an exit code.
@@ -132,12 +132,7 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 		addr = defaultAddr
 	}
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
-	fs.StringVar(&e.caCert, "ca-cert", os.Getenv(client.EnvCACert),
-		"speak HTTPS, trusting the CA certificate(s) in this PEM `file` (env "+client.EnvCACert+"; default: the system roots)")
-	fs.StringVar(&e.clientCert, "client-cert", os.Getenv(client.EnvClientCert),
-		"speak HTTPS, presenting the client certificate in this PEM `file` (env "+client.EnvClientCert+")")
-	fs.StringVar(&e.clientKey, "client-key", os.Getenv(client.EnvClientKey),
-		"the key of --client-cert, a PEM `file` (env "+client.EnvClientKey+")")
+	e.tls.Register(fs)
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
@@ -176,7 +171,7 @@ func (e *env) usageErr(fs *flag.FlagSet, format string, a ...any) int {
 // --client-cert and --client-key are given. Its errors name the flag at
 // fault.
 func (e *env) client() (*client.Client, error) {
-	cfg, err := client.TLSConfig(e.caCert, e.clientCert, e.clientKey)
+	cfg, err := e.tls.Config()
 	if err != nil {
 		return nil, fmt.Errorf("--ca-cert, --client-cert, --client-key: %w", err)
 	}

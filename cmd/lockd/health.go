@@ -66,7 +66,8 @@ func say(quiet bool, format string, args ...any) {
 // nodeConn is how health and leave reach a node: --addr and the TLS
 // flags.
 type nodeConn struct {
-	addr, caCert, clientCert, clientKey string
+	addr string
+	tls  client.TLSFlags
 }
 
 // nodeTLSEnv names the node's own TLS files (its --tls-ca, --tls-cert and
@@ -78,12 +79,7 @@ var nodeTLSEnv = struct{ ca, cert, key string }{"LOCKD_TLS_CA", "LOCKD_TLS_CERT"
 // register adds --addr, --ca-cert, --client-cert and --client-key to fs.
 func (n *nodeConn) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.addr, "addr", "127.0.0.1:7001", "HTTP address of the node")
-	fs.StringVar(&n.caCert, "ca-cert", os.Getenv(client.EnvCACert),
-		"speak HTTPS, trusting the CA certificate(s) in this PEM `file` (env "+client.EnvCACert+")")
-	fs.StringVar(&n.clientCert, "client-cert", os.Getenv(client.EnvClientCert),
-		"speak HTTPS, presenting the client certificate in this PEM `file` (env "+client.EnvClientCert+")")
-	fs.StringVar(&n.clientKey, "client-key", os.Getenv(client.EnvClientKey),
-		"the key of --client-cert, a PEM `file` (env "+client.EnvClientKey+")")
+	n.tls.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
 		fs.PrintDefaults()
@@ -95,11 +91,10 @@ func (n *nodeConn) register(fs *flag.FlagSet) {
 // tlsConfig is the TLS config of the flags, else of the node's own files;
 // nil for plain HTTP.
 func (n *nodeConn) tlsConfig() (*tls.Config, error) {
-	ca, cert, key := n.caCert, n.clientCert, n.clientKey
-	if ca == "" && cert == "" && key == "" {
-		ca, cert, key = os.Getenv(nodeTLSEnv.ca), os.Getenv(nodeTLSEnv.cert), os.Getenv(nodeTLSEnv.key)
+	if n.tls.Set() {
+		return n.tls.Config()
 	}
-	return client.TLSConfig(ca, cert, key)
+	return client.TLSConfig(os.Getenv(nodeTLSEnv.ca), os.Getenv(nodeTLSEnv.cert), os.Getenv(nodeTLSEnv.key))
 }
 
 // call does one request to the node and decodes a 2xx JSON answer into
