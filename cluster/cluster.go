@@ -343,6 +343,7 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	// Announce the intent first, so that the others record a leave and
 	// not a failure.
 	c.announceLeave(timeout / 2)
+	c.removeThroughLeader(time.Until(deadline) / 2)
 	if err := c.ml.Leave(time.Until(deadline)); err != nil {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}

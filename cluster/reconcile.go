@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 )
 
 // reconcile makes the raft configuration follow gossip, on the leader
@@ -54,6 +55,12 @@ func (c *Cluster) reconcile() {
 
 // plan compares the members with the raft configuration: alive members
 // to add as voters, and members that left to remove.
+//
+// A leave intent is gossip, which anyone with the gossip key can forge:
+// it removes a member only once that member is gone from the pool too,
+// and never where peers are verified (VerifyPeer set): there a leaving
+// node removes itself through the leader over mutual TLS
+// (removeThroughLeader), and an operator removes a dead one.
 func (c *Cluster) plan() (add []member, remove []nodeMeta, err error) {
 	servers, err := c.node.Servers()
 	if err != nil {
@@ -74,7 +81,8 @@ func (c *Cluster) plan() (add []member, remove []nodeMeta, err error) {
 		switch {
 		case m.status == StatusAlive && !c.leftGracefully(m) && (!ok || s.addr != m.meta.Raft || !s.voter):
 			add = append(add, *m)
-		case (m.status == StatusLeft || c.leftGracefully(m)) && ok && m.meta.ID != c.cfg.ID:
+		case ok && m.meta.ID != c.cfg.ID && c.cfg.VerifyPeer == nil && m.status != StatusAlive &&
+			(m.status == StatusLeft || c.leftGracefully(m)):
 			remove = append(remove, m.meta)
 		}
 	}
@@ -146,6 +154,22 @@ func (c *Cluster) removeSelf() {
 		return
 	}
 	c.logger.Info("leaving leader removed itself from the raft configuration")
+}
+
+// removeThroughLeader takes this leaving node out of the raft
+// configuration by asking the leader (over the node port: mutual TLS when
+// configured), so that no gossip message is needed to remove a voter. The
+// leader itself is removed by removeSelf.
+func (c *Cluster) removeThroughLeader(timeout time.Duration) {
+	if c.node.Status().State == "leader" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.node.RemoveMember(ctx, c.cfg.ID); err != nil {
+		c.logger.Warn("leaving: the leader did not remove this node; an operator can (DELETE /v1/members/{id})",
+			"error", err)
+	}
 }
 
 // LogFormat is the newest log entry format that every voter applies, as

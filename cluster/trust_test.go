@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"slices"
@@ -247,5 +248,65 @@ func TestBootstrapWaitsForVerifiedPeers(t *testing.T) {
 	waitVoters(t, leader(t, n1, n2), "n1", "n2")
 	if _, c := n1.get(); !c.Bootstrapped() {
 		t.Error("n1, the lowest id, did not bootstrap")
+	}
+}
+
+// A process with the gossip key but no lockd identity forges a leave
+// intent for a live voter: the leader keeps it (a leave intent removes a
+// member only once it is gone from the pool, and never where peers are
+// verified).
+func TestForgedLeaveIntentRemovesNobody(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	n1 := startNodeWith(t, nodeOpts{key: key}, "n1", 3)
+	n2 := startNodeWith(t, nodeOpts{key: key}, "n2", 3, n1.gossip())
+	n3 := startNodeWith(t, nodeOpts{key: key}, "n3", 3, n1.gossip(), n2.gossip())
+	nodes := []*testNode{n1, n2, n3}
+	l := leader(t, nodes...)
+	waitVoters(t, l, "n1", "n2", "n3")
+
+	// The attacker: a memberlist with the gossip key, no lockd metadata,
+	// no certificate, never a voter candidate.
+	mlc := memberlist.DefaultLocalConfig()
+	mlc.Name = "mallory"
+	mlc.BindAddr, mlc.BindPort, mlc.AdvertisePort = "127.0.0.1", 0, 0
+	mlc.SecretKey = key
+	mlc.GossipVerifyIncoming, mlc.GossipVerifyOutgoing = true, true
+	mlc.LogOutput = &bytes.Buffer{}
+	ml, err := memberlist.Create(mlc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Shutdown()
+	if _, err := ml.Join([]string{l.gossip()}); err != nil {
+		t.Fatal(err)
+	}
+	var victim *memberlist.Node
+	var victimMeta nodeMeta
+	waitFor(t, 10*time.Second, "victim metadata", func() bool {
+		for _, m := range ml.Members() {
+			if m.Name != l.id && m.Name != "mallory" && len(m.Meta) > 0 {
+				victim = m
+				victimMeta, _ = decodeMeta(m.Meta)
+				return true
+			}
+		}
+		return false
+	})
+	msg, _ := json.Marshal(leaveIntent{ID: victimMeta.ID, Instance: victimMeta.Instance})
+	var leaderNode *memberlist.Node
+	for _, m := range ml.Members() {
+		if m.Name == l.id {
+			leaderNode = m
+		}
+	}
+	if err := ml.SendReliable(leaderNode, msg); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("forged leave intent for %s (instance %s)", victim.Name, victimMeta.Instance)
+
+	time.Sleep(3 * time.Second)
+	ln, _ := l.get()
+	if got := voters(ln); len(got) != 3 {
+		t.Fatalf("a gossip-key-only process removed a voter: voters now %v", got)
 	}
 }
