@@ -187,7 +187,7 @@ func (n *Node) newHandler() http.Handler {
 	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
 	mux.HandleFunc("POST "+pathRemove, n.handleRemove)
 	mux.HandleFunc("POST "+pathDigest, n.handleDigest)
-	return mux
+	return n.fromMember(mux)
 }
 
 func (n *Node) handlePropose(w http.ResponseWriter, r *http.Request) {

@@ -186,3 +186,31 @@ func (d *dialOnly) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 func (d *dialOnly) Accept() (net.Conn, error) { <-d.closed; return nil, net.ErrClosed }
 func (d *dialOnly) Close() error              { close(d.closed); return nil }
 func (d *dialOnly) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// The internal RPC answers only servers of the raft configuration: a node
+// certificate of the CA for a node that is not (or no longer) a member
+// cannot remove a voter or propose; a member's forward works.
+func TestInternalRPCAnswersOnlyMembers(t *testing.T) {
+	pki := newTestPKI(t)
+	c := newTestCluster(t, 3, pki.useTLS)
+	l := c.readyLeader()
+	victim := c.followers(l)[0]
+
+	outsider := &Node{cfg: Config{ID: "n9"}, timing: l.get().timing}
+	outsider.port = &nodePort{clientTLS: pki.store("n9").PeerClient()}
+	outsider.client = outsider.newForwardClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := outsider.forwardRemove(ctx, l.raftAddr, victim.id); err == nil {
+		t.Fatal("a non-member's certificate was allowed to remove a voter")
+	}
+	if _, _, err := outsider.forwardPropose(ctx, l.raftAddr, &lockstate.CreateSession{TTL: time.Minute}); err == nil {
+		t.Fatal("a non-member's certificate was allowed to propose")
+	}
+	if servers, _ := l.get().Servers(); len(servers) != 3 {
+		t.Fatalf("servers after the outsider's calls: %v", servers)
+	}
+	if _, _, err := victim.get().Propose(ctx, &lockstate.CreateSession{TTL: time.Minute}); err != nil {
+		t.Fatalf("a member's forwarded proposal: %v", err)
+	}
+}

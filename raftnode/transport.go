@@ -231,7 +231,8 @@ func (n *Node) openTransport() error {
 		Logger:  n.logger.Named("raft-net"),
 	})
 	n.internal = &http.Server{Handler: n.newHandler(), ReadHeaderTimeout: handshakeTimeout,
-		IdleTimeout: 2 * time.Minute, ErrorLog: n.logger.Named("internal").StandardLogger(nil)}
+		IdleTimeout: 2 * time.Minute, ErrorLog: n.logger.Named("internal").StandardLogger(nil),
+		ConnContext: withPeerName}
 	go func() { _ = n.internal.Serve(port.internal) }()
 	return nil
 }
@@ -270,4 +271,52 @@ func (n *Node) VerifyPeer(ctx context.Context, id, raftAddr string) error {
 		return fmt.Errorf("raftnode: verify %s at %s: its node certificate names %q", id, raftAddr, name)
 	}
 	return nil
+}
+
+// peerNameKey keys the name in the node certificate a connection to the
+// internal RPC presented.
+type peerNameKey struct{}
+
+// withPeerName records, for the internal RPC's handlers, whose node
+// certificate the connection presented (TLS ends below HTTP here, so
+// http.Request.TLS is not set).
+func withPeerName(ctx context.Context, conn net.Conn) context.Context {
+	if tc, ok := conn.(*tls.Conn); ok {
+		return context.WithValue(ctx, peerNameKey{}, certs.PeerName(tc.ConnectionState()))
+	}
+	return ctx
+}
+
+// fromMember answers an internal call only from a node of the raft
+// configuration: a node certificate of the CA is not enough, or a
+// decommissioned node's certificate could still remove voters or propose.
+// Without TLS (--dev, --insecure) there is no name to check.
+func (n *Node) fromMember(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.PeerServerTLS == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		name, _ := r.Context().Value(peerNameKey{}).(string)
+		if !n.isServer(name) {
+			writeReply(w, http.StatusForbidden, wireReply{Code: codeError,
+				Message: fmt.Sprintf("%q is not a server of this cluster's raft configuration", name)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isServer reports whether id is in the raft configuration.
+func (n *Node) isServer(id string) bool {
+	future := n.raft.GetConfiguration() // served from raft's cached configuration
+	if id == "" || future.Error() != nil {
+		return false
+	}
+	for _, s := range future.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
 }
