@@ -3,7 +3,9 @@ package raftnode
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -212,5 +214,64 @@ func TestInternalRPCAnswersOnlyMembers(t *testing.T) {
 	}
 	if _, _, err := victim.get().Propose(ctx, &lockstate.CreateSession{TTL: time.Minute}); err != nil {
 		t.Fatalf("a member's forwarded proposal: %v", err)
+	}
+}
+
+// One host that opens many connections and sends nothing holds at most
+// maxPendingPerHost handshake slots: a node on another address still gets
+// in. (Loopback gives the attacker its own address: 127.0.0.2.)
+func TestIdleHostCannotFillTheHandshakeSlots(t *testing.T) {
+	pki := newTestPKI(t)
+	srv := pki.store("n1")
+	port, err := listenNodePort("127.0.0.1:0", nil, srv.PeerServer(), srv.PeerClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer port.close()
+	go func() { // a consumer that keeps what it accepts, as raft would
+		var accepted []net.Conn
+		defer func() {
+			for _, c := range accepted {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := port.raft.Accept()
+			if err != nil {
+				return
+			}
+			accepted = append(accepted, c)
+		}
+	}()
+	addr := port.listener.Addr().String()
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range maxPendingConns + 8 {
+		c, err := attacker.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	time.Sleep(200 * time.Millisecond) // let the accept loop take them all
+	node := &nodePort{clientTLS: pki.store("n2").PeerClient()}
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		c, err := node.dial(ctx, addr, protoRaft)
+		cancel()
+		if err != nil {
+			t.Fatalf("dial %d of a node during the flood: %v", i, err)
+		}
+		// TLS 1.3 reports a refused client late: read to see the port's verdict.
+		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("dial %d of a node during the flood was cut: %v", i, err)
+		}
+		c.Close()
 	}
 }

@@ -33,8 +33,10 @@ const (
 	// an accepted connection, so a silent stranger holds nothing for long.
 	handshakeTimeout = 5 * time.Second
 	// maxPendingConns bounds accepted connections still in their
-	// handshake.
-	maxPendingConns = 256
+	// handshake, and maxPendingPerHost those from one address, so that
+	// one host idling connections cannot keep the other nodes out.
+	maxPendingConns   = 256
+	maxPendingPerHost = 64
 )
 
 // nodePort is the listener of the node port and the dialer of other
@@ -47,6 +49,8 @@ type nodePort struct {
 	raft      *connQueue
 	internal  *connQueue
 	pending   chan struct{} // a slot per connection in its handshake
+	perHost   sync.Mutex
+	byHost    map[string]int // connections in their handshake, by remote IP
 	done      chan struct{}
 	closeOnce sync.Once
 }
@@ -64,7 +68,7 @@ func listenNodePort(bind string, advertise net.Addr, serverTLS, clientTLS *tls.C
 		return nil, fmt.Errorf("%v is not an address other nodes can dial: set the advertised raft address", advertise)
 	}
 	p := &nodePort{listener: ln, advertise: advertise, serverTLS: serverTLS, clientTLS: clientTLS,
-		pending: make(chan struct{}, maxPendingConns), done: make(chan struct{})}
+		pending: make(chan struct{}, maxPendingConns), byHost: make(map[string]int), done: make(chan struct{})}
 	p.raft = newConnQueue(p)
 	p.internal = newConnQueue(p)
 	go p.acceptLoop()
@@ -88,19 +92,52 @@ func (p *nodePort) acceptLoop() {
 			p.close()
 			return
 		}
-		select {
-		case p.pending <- struct{}{}:
-			go p.route(conn)
-		default:
-			conn.Close() // too many strangers in their handshake at once
+		host := remoteHost(conn)
+		if !p.admit(host) {
+			conn.Close() // too many in their handshake at once, in all or from this host
+			continue
 		}
+		go p.route(conn, host)
 	}
+}
+
+// admit takes a handshake slot for a connection from host, if there is
+// one; route gives it back.
+func (p *nodePort) admit(host string) bool {
+	p.perHost.Lock()
+	defer p.perHost.Unlock()
+	if p.byHost[host] >= maxPendingPerHost {
+		return false
+	}
+	select {
+	case p.pending <- struct{}{}:
+		p.byHost[host]++
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *nodePort) release(host string) {
+	p.perHost.Lock()
+	defer p.perHost.Unlock()
+	<-p.pending
+	if p.byHost[host]--; p.byHost[host] <= 0 {
+		delete(p.byHost, host)
+	}
+}
+
+func remoteHost(conn net.Conn) string {
+	if tcp, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	return conn.RemoteAddr().String()
 }
 
 // route authenticates an accepted connection and hands it to the
 // protocol its first byte names.
-func (p *nodePort) route(conn net.Conn) {
-	defer func() { <-p.pending }()
+func (p *nodePort) route(conn net.Conn, host string) {
+	defer p.release(host)
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	if p.serverTLS != nil {
 		tc := tls.Server(conn, p.serverTLS)
