@@ -18,9 +18,10 @@ import (
 // a conflicting expect value stops bootstrap with an error until the
 // membership changes; an alive node with raft state means a cluster
 // already exists (raft #122), so this node waits to be added instead.
-// The bootstrapping node first checks every other server with
-// Config.VerifyPeer and waits while one fails: leaving it out instead
-// could let two nodes bootstrap two clusters.
+// Only members that pass Config.VerifyPeer count, for every part of the
+// decision: what a member claims in gossip (raft state, its expect value,
+// a low id) is not believed until its node certificate names it, so a
+// holder of the gossip key alone cannot stop or steer a bootstrap.
 func (c *Cluster) maybeBootstrap() {
 	c.mu.Lock()
 	expect := c.expect
@@ -51,11 +52,7 @@ func (c *Cluster) maybeBootstrap() {
 	}
 	servers := make([]raftnode.Server, len(peers))
 	ids := make([]string, len(peers))
-	for i, p := range peers {
-		if err := c.verify(p); err != nil {
-			c.note(true, fmt.Sprintf("not bootstrapping: member %s (raft %s): %v", p.ID, p.Raft, err))
-			return
-		}
+	for i, p := range peers { // verified by bootstrapPeers
 		servers[i] = raftnode.Server{ID: p.ID, Addr: p.Raft, Voter: true}
 		ids[i] = p.ID
 	}
@@ -69,17 +66,12 @@ func (c *Cluster) maybeBootstrap() {
 	c.logger.Info("bootstrapped raft", "voters", strings.Join(ids, ","))
 }
 
-// bootstrapPeers returns the alive members that bootstrap with this
-// node's expect value, sorted by id, the sorted ids of alive members
-// that already have raft state, and a message if some member expects
-// another number of servers.
+// bootstrapPeers returns the alive, verified members that bootstrap with
+// this node's expect value, sorted by id, the sorted ids of alive,
+// verified members that already have raft state, and a message if one of
+// them expects another number of servers.
 func (c *Cluster) bootstrapPeers(expect int) (peers []nodeMeta, existing []string, conflict string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, m := range c.members {
-		if m.status != StatusAlive {
-			continue
-		}
+	for _, m := range c.verifiedAlive() {
 		if m.meta.State {
 			existing = append(existing, m.meta.ID)
 		}
@@ -94,6 +86,37 @@ func (c *Cluster) bootstrapPeers(expect int) (peers []nodeMeta, existing []strin
 	slices.Sort(existing)
 	slices.SortFunc(peers, func(a, b nodeMeta) int { return strings.Compare(a.ID, b.ID) })
 	return peers, existing, ""
+}
+
+// verifiedAlive returns the alive members that pass VerifyPeer (all
+// alive members without it). A member is verified once per raft address:
+// the bootstrap loop runs on every membership event.
+func (c *Cluster) verifiedAlive() []member {
+	c.mu.Lock()
+	var alive []member
+	for _, m := range c.members {
+		if m.status == StatusAlive {
+			alive = append(alive, *m)
+		}
+	}
+	c.mu.Unlock()
+	out := alive[:0]
+	for _, m := range alive {
+		c.mu.Lock()
+		known := c.verified[m.meta.ID] == m.meta.Raft
+		c.mu.Unlock()
+		if !known {
+			if err := c.verify(m.meta); err != nil {
+				c.note(false, fmt.Sprintf("member %s does not count for bootstrap: %v", m.meta.ID, err))
+				continue
+			}
+			c.mu.Lock()
+			c.verified[m.meta.ID] = m.meta.Raft
+			c.mu.Unlock()
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // noBootstrap turns bootstrap off for good, noting why.

@@ -138,6 +138,7 @@ type Cluster struct {
 	lastNote  string            // last bootstrap note logged, to log each once
 	intents   map[string]string // node id -> instance that announced it leaves
 	refused   map[string]string // node id -> why it was last not added, to log each once
+	verified  map[string]string // node id -> raft address VerifyPeer accepted (bootstrap)
 
 	broadcasts *memberlist.TransmitLimitedQueue // our gossip: leave intents
 
@@ -181,6 +182,7 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 		members:  make(map[string]*member),
 		intents:  make(map[string]string),
 		refused:  make(map[string]string),
+		verified: make(map[string]string),
 		expect:   cfg.BootstrapExpect,
 		wake:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),

@@ -310,3 +310,41 @@ func TestForgedLeaveIntentRemovesNobody(t *testing.T) {
 		t.Fatalf("a gossip-key-only process removed a voter: voters now %v", got)
 	}
 }
+
+// staticMeta is a memberlist delegate that gossips fixed metadata: an
+// intruder's lies.
+type staticMeta []byte
+
+func (m staticMeta) NodeMeta(int) []byte           { return m }
+func (staticMeta) NotifyMsg([]byte)                {}
+func (staticMeta) GetBroadcasts(int, int) [][]byte { return nil }
+func (staticMeta) LocalState(bool) []byte          { return nil }
+func (staticMeta) MergeRemoteState([]byte, bool)   {}
+
+// A process with the gossip key but no node certificate claims in gossip
+// to have raft state and the lowest id: three fresh servers still
+// bootstrap, with the intruder present, because claims of members that
+// fail VerifyPeer do not count.
+func TestUnverifiedClaimsDoNotStopBootstrap(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	v := newVerifier("a-mallory")
+	n1 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n1", 3)
+	mlc := memberlist.DefaultLocalConfig()
+	mlc.Name = "a-mallory"
+	mlc.BindAddr, mlc.BindPort, mlc.AdvertisePort = "127.0.0.1", 0, 0
+	mlc.SecretKey = key
+	mlc.GossipVerifyIncoming, mlc.GossipVerifyOutgoing = true, true
+	mlc.LogOutput = &bytes.Buffer{}
+	mlc.Delegate = staticMeta(`{"id":"a-mallory","raft":"127.0.0.1:1","expect":3,"state":true,"inst":"x"}`)
+	ml, err := memberlist.Create(mlc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Shutdown()
+	if _, err := ml.Join([]string{n1.gossip()}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n2", 3, n1.gossip())
+	n3 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n3", 3, n1.gossip(), n2.gossip())
+	waitVoters(t, leader(t, n1, n2, n3), "n1", "n2", "n3")
+}
