@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,7 +59,7 @@ type lockOpts struct {
 const lockHelp = `
 Runs COMMAND while holding NAME, with LOCKD_LOCK, LOCKD_TOKEN (fencing token)
 and LOCKD_SESSION in its environment; releases NAME when it ends. Flags go
-before NAME. SIGINT, SIGTERM and SIGHUP are forwarded to the command's process
+before NAME, or between NAME and "--". SIGINT, SIGTERM and SIGHUP are forwarded to the command's process
 group. If the session is lost, the command gets SIGTERM, then SIGKILL after
 --grace.
 
@@ -89,17 +91,14 @@ func runLock(e *env, args []string) int {
 		return code
 	}
 	rest := fs.Args()
-	switch {
-	case len(rest) == 0:
+	if len(rest) == 0 {
 		return e.usageErr(fs, "missing NAME")
-	case len(rest) < 2:
-		return e.usageErr(fs, "missing COMMAND")
-	case rest[1] == "--":
-		o.argv = rest[2:]
-	default:
-		o.argv = rest[1:]
 	}
 	o.name = rest[0]
+	var err error
+	if o.argv, err = commandAfterName(fs, rest[1:]); err != nil {
+		return e.usageErr(fs, "%s", err)
+	}
 	switch {
 	case len(o.argv) == 0:
 		return e.usageErr(fs, "missing COMMAND after --")
@@ -113,6 +112,27 @@ func runLock(e *env, args []string) int {
 		return e.usageErr(fs, "--grace must not be negative")
 	}
 	return e.lock(&o)
+}
+
+// commandAfterName splits what follows NAME into the command to run. Flags
+// may also stand between NAME and "--" (they are parsed into fs); without
+// "--", a first word that looks like a flag is refused rather than run as
+// the command — after the lock was taken.
+func commandAfterName(fs *flag.FlagSet, rest []string) ([]string, error) {
+	end := slices.Index(rest, "--")
+	if end < 0 {
+		if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			return nil, fmt.Errorf("%q after NAME: put flags before NAME, or before \"--\" (lockctl lock [flags] NAME [flags] -- COMMAND)", rest[0])
+		}
+		return rest, nil
+	}
+	if err := fs.Parse(rest[:end]); err != nil {
+		return nil, err
+	}
+	if extra := fs.Args(); len(extra) > 0 {
+		return nil, fmt.Errorf("unexpected %q between NAME and \"--\"", extra)
+	}
+	return rest[end+1:], nil
 }
 
 // lock acquires, runs the command and releases.

@@ -113,6 +113,18 @@ func TestLockWaitZeroOnHeldLock(t *testing.T) {
 		t.Fatalf("--wait 0 took %v", d)
 	}
 
+	// Flags between NAME and "--" count; one after NAME without "--" is a
+	// usage error, never run as the command after taking the lock.
+	code, out, stderr = lockctl(t, addr, "lock", "jobs/held", "--wait", "0", "--", "echo", "ran")
+	if code != exitNotAcquired || out != "" {
+		t.Fatalf("--wait 0 between NAME and --: exit %d, out %q, want %d; stderr: %s", code, out, exitNotAcquired, stderr)
+	}
+	code, out, stderr = lockctl(t, addr, "lock", "jobs/free", "--wait", "0", "true")
+	if code != exitUsage || out != "" || len(lockHolders(addr, "jobs/free")) != 0 {
+		t.Fatalf("flag after NAME without --: exit %d, out %q, holders %v, want %d and no lock; stderr: %s",
+			code, out, lockHolders(addr, "jobs/free"), exitUsage, stderr)
+	}
+
 	// A bounded wait gives up after about --wait.
 	start = time.Now()
 	code, _, stderr = lockctl(t, addr, "lock", "--wait", "500ms", "jobs/held", "--", "true")
