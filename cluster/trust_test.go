@@ -266,20 +266,7 @@ func TestForgedLeaveIntentRemovesNobody(t *testing.T) {
 
 	// The attacker: a memberlist with the gossip key, no lockd metadata,
 	// no certificate, never a voter candidate.
-	mlc := memberlist.DefaultLocalConfig()
-	mlc.Name = "mallory"
-	mlc.BindAddr, mlc.BindPort, mlc.AdvertisePort = "127.0.0.1", 0, 0
-	mlc.SecretKey = key
-	mlc.GossipVerifyIncoming, mlc.GossipVerifyOutgoing = true, true
-	mlc.LogOutput = &bytes.Buffer{}
-	ml, err := memberlist.Create(mlc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ml.Shutdown()
-	if _, err := ml.Join([]string{l.gossip()}); err != nil {
-		t.Fatal(err)
-	}
+	ml := startIntruder(t, "mallory", key, nil, l.gossip())
 	var victim *memberlist.Node
 	var victimMeta nodeMeta
 	waitFor(t, 10*time.Second, "victim metadata", func() bool {
@@ -329,22 +316,32 @@ func TestUnverifiedClaimsDoNotStopBootstrap(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	v := newVerifier("a-mallory")
 	n1 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n1", 3)
+	startIntruder(t, "a-mallory", key,
+		staticMeta(`{"id":"a-mallory","raft":"127.0.0.1:1","expect":3,"state":true,"inst":"x"}`), n1.gossip())
+	n2 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n2", 3, n1.gossip())
+	n3 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n3", 3, n1.gossip(), n2.gossip())
+	waitVoters(t, leader(t, n1, n2, n3), "n1", "n2", "n3")
+}
+
+// startIntruder joins a bare memberlist with the gossip key (no lockd
+// identity, no certificate) to the pool at join; meta, if set, is what it
+// gossips about itself. It is shut down when the test ends.
+func startIntruder(t *testing.T, name string, key []byte, meta memberlist.Delegate, join string) *memberlist.Memberlist {
+	t.Helper()
 	mlc := memberlist.DefaultLocalConfig()
-	mlc.Name = "a-mallory"
+	mlc.Name = name
 	mlc.BindAddr, mlc.BindPort, mlc.AdvertisePort = "127.0.0.1", 0, 0
 	mlc.SecretKey = key
 	mlc.GossipVerifyIncoming, mlc.GossipVerifyOutgoing = true, true
 	mlc.LogOutput = &bytes.Buffer{}
-	mlc.Delegate = staticMeta(`{"id":"a-mallory","raft":"127.0.0.1:1","expect":3,"state":true,"inst":"x"}`)
+	mlc.Delegate = meta
 	ml, err := memberlist.Create(mlc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ml.Shutdown()
-	if _, err := ml.Join([]string{n1.gossip()}); err != nil {
+	t.Cleanup(func() { _ = ml.Shutdown() })
+	if _, err := ml.Join([]string{join}); err != nil {
 		t.Fatal(err)
 	}
-	n2 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n2", 3, n1.gossip())
-	n3 := startNodeWith(t, nodeOpts{key: key, verify: v.verify}, "n3", 3, n1.gossip(), n2.gossip())
-	waitVoters(t, leader(t, n1, n2, n3), "n1", "n2", "n3")
+	return ml
 }
