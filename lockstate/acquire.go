@@ -25,6 +25,8 @@ type Acquire struct {
 	Require   quorum.Requirement `msgpack:"require,omitempty"`
 	Wait      time.Duration      `msgpack:"wait,omitempty"`     // 0: try once; >0: queue at most this long
 	HoldTTL   time.Duration      `msgpack:"hold_ttl,omitempty"` // >0: the grant is released automatically after this long
+	Auth      string             `msgpack:"auth,omitempty"`     // the ACL token acting (acl.go)
+	Limits    *Limits            `msgpack:"limits,omitempty"`
 }
 
 // Validate checks the request and each of its locks. A spec's weight 0
@@ -47,6 +49,12 @@ func (c *Acquire) Validate() *Error {
 		return err
 	}
 	if err := inRange("hold_ttl", c.HoldTTL, 0, MaxHoldTTL); err != nil {
+		return err
+	}
+	if err := validAuth(c.Auth); err != nil {
+		return err
+	}
+	if err := c.Limits.validate(); err != nil {
 		return err
 	}
 	for i, sp := range c.Locks {
@@ -110,6 +118,13 @@ func (c *Acquire) apply(t *Table) Result {
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
 	}
+	var names []string
+	if c.Auth != "" {
+		names = c.names()
+	}
+	if err := t.authorize(c.Auth, s, AccessWrite, names...); err != nil {
+		return Result{Err: err}
+	}
 	if r := t.requests[c.RequestID]; c.RequestID != "" && r != nil {
 		if r.s != s {
 			return Result{Err: errorf(CodeInvalid, "request_id %q belongs to another session", c.RequestID)}
@@ -136,6 +151,9 @@ func (c *Acquire) apply(t *Table) Result {
 			return Result{Err: err}
 		}
 	}
+	if err := c.Limits.checkHolds(t, s, specs); err != nil {
+		return Result{Err: err}
+	}
 
 	id := c.RequestID
 	if id == "" {
@@ -159,6 +177,11 @@ func (c *Acquire) apply(t *Table) Result {
 	case c.Wait == 0:
 		t.finish(r, TimedOut)
 	default:
+		if err := c.Limits.checkQueue(t, r); err != nil {
+			delete(t.requests, id) // as if it never came: nothing else has seen r
+			t.seq--
+			return Result{Err: err}
+		}
 		r.deadline = t.clock + int64(c.Wait)
 		t.enqueue(r)
 		t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
@@ -170,6 +193,15 @@ func (c *Acquire) apply(t *Table) Result {
 		}
 	}
 	return Result{Request: t.requestInfo(r)}
+}
+
+// names returns the names the request asks for.
+func (c *Acquire) names() []string {
+	names := make([]string, len(c.Locks))
+	for i, sp := range c.Locks {
+		names[i] = sp.Name
+	}
+	return names
 }
 
 // checkOrder enforces ordered locking: every name not already held must sort
@@ -226,7 +258,7 @@ func (t *Table) requestInfo(r *request) *RequestInfo {
 func (r *request) info() *RequestInfo {
 	// specs never change and granted is complete once set: share them.
 	return &RequestInfo{
-		ID: r.id, Session: r.s.id, Status: r.status, Token: r.token,
+		ID: r.id, Session: r.s.id, Key: r.s.key, Status: r.status, Token: r.token,
 		Granted: r.granted, Locks: r.specs,
 		Seq: r.seq, Created: r.created, Ended: r.ended, Deadline: r.deadline,
 	}

@@ -110,6 +110,40 @@ func (d *digester) record(rec any) {
 		for _, u := range r.Upgrade {
 			d.putBool(u)
 		}
+	default:
+		d.aclRecord(rec)
 	}
 	d.flush()
+}
+
+// aclRecord hashes the records ACLs added; a table without them has none,
+// so its digest is what it was before they existed.
+func (d *digester) aclRecord(rec any) {
+	switch r := rec.(type) {
+	case SessionExtraRecord:
+		d.putTag('X')
+		d.putUint(uint64(r.Session))
+		d.putString(r.Key)
+		d.putString(r.Owner)
+		d.putUint(uint64(len(r.Revoked)))
+		for _, rv := range r.Revoked {
+			d.putString(rv.Name)
+			d.putUint(rv.Token)
+			d.putUint(rv.Index)
+		}
+	case ACLRecord:
+		d.putTag('A')
+		d.putUint(r.Bootstrapped)
+	case TokenRecord:
+		d.putTag('T')
+		d.putString(r.ID)
+		d.putString(r.Name)
+		d.putString(r.Hash)
+		d.putUint(uint64(len(r.Rules)))
+		for _, rule := range r.Rules {
+			d.putString(rule.Prefix)
+			d.putString(string(rule.Access))
+		}
+		d.putUint(r.Created)
+	}
 }

@@ -77,10 +77,36 @@ type RequestRecord struct {
 	Upgrade  []bool             `msgpack:"upgrade"`
 }
 
+// SessionExtraRecord is what a session has beyond its SessionRecord since
+// ACLs and revocation. Export writes one only for a session that has any
+// of it, so a table without keys, owners or revocations exports (and
+// digests) exactly as before they existed.
+type SessionExtraRecord struct {
+	Session SessionID    `msgpack:"session"`
+	Key     string       `msgpack:"key"`
+	Owner   string       `msgpack:"owner"`
+	Revoked []Revocation `msgpack:"revoked"`
+}
+
+// ACLRecord is the table's ACL state; written only once bootstrapped.
+type ACLRecord struct {
+	Bootstrapped uint64 `msgpack:"bootstrapped"` // index of the BootstrapACL entry
+}
+
+// TokenRecord is one ACL token: the hash of its secret, never the secret.
+type TokenRecord struct {
+	ID      string `msgpack:"id"`
+	Name    string `msgpack:"name"`
+	Hash    string `msgpack:"hash"`
+	Rules   []Rule `msgpack:"rules"`
+	Created uint64 `msgpack:"created"`
+}
+
 // Export calls fn with the Header and then every record in a canonical
 // order: sessions by id, nodes in tree order (each name before its
 // children, siblings in creation order, which the same log always
-// reproduces and Loader preserves), requests by arrival.
+// reproduces and Loader preserves), requests by arrival, then session
+// extras by session id, the ACLRecord and tokens by id.
 func (t *Table) Export(fn func(rec any) error) error {
 	nodes := make([]*node, 0, len(t.nodes))
 	var walk func(l siblings)
@@ -140,6 +166,31 @@ func (t *Table) Export(fn func(rec any) error) error {
 			return err
 		}
 	}
+	return t.exportACL(sessions, fn)
+}
+
+// exportACL calls fn with the session extras, the ACLRecord and the tokens.
+func (t *Table) exportACL(sessions []*session, fn func(rec any) error) error {
+	for _, s := range sessions {
+		if s.key == "" && s.owner == "" && len(s.revoked) == 0 {
+			continue
+		}
+		if err := fn(SessionExtraRecord{Session: s.id, Key: s.key, Owner: s.owner, Revoked: slices.Clone(s.revoked)}); err != nil {
+			return err
+		}
+	}
+	if t.acl.bootstrapped == 0 && len(t.acl.tokens) == 0 {
+		return nil
+	}
+	if err := fn(ACLRecord{Bootstrapped: t.acl.bootstrapped}); err != nil {
+		return err
+	}
+	for _, ti := range t.Tokens() {
+		tok := ti.tok
+		if err := fn(TokenRecord{ID: tok.id, Name: tok.name, Hash: tok.hash, Rules: slices.Clone(tok.rules), Created: tok.created}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -160,6 +211,7 @@ func NewLoader(h Header) (*Loader, error) {
 	// may lie (a stream claiming 2^32 names must not allocate for them).
 	hint := func(n int) int { return max(0, min(n, 1<<20)) }
 	t := &Table{
+		byKey:    make(map[string]*session),
 		sessions: make(map[SessionID]*session, hint(h.Sessions)),
 		nodes:    make(map[string]*node, hint(h.Nodes)),
 		requests: make(map[string]*request, hint(h.Requests)),
@@ -251,6 +303,45 @@ func (l *Loader) Request(rec RequestRecord) error {
 		}
 	}
 	l.counts[2]++
+	return nil
+}
+
+// SessionExtra adds a session's extras; its session must be loaded.
+func (l *Loader) SessionExtra(rec SessionExtraRecord) error {
+	t := l.t
+	s := t.sessions[rec.Session]
+	if s == nil || s.key != "" || s.owner != "" || s.revoked != nil {
+		return fmt.Errorf("lockstate: load: extras for session %d, unknown or twice", rec.Session)
+	}
+	if err := validKey(rec.Key); err != nil || t.byKey[rec.Key] != nil {
+		return fmt.Errorf("lockstate: load: session %d: bad or repeated key", rec.Session)
+	}
+	if err := validAuth(rec.Owner); err != nil || len(rec.Revoked) > RevocationsKept {
+		return fmt.Errorf("lockstate: load: session %d: bad owner or revocations", rec.Session)
+	}
+	s.key, s.owner, s.revoked = rec.Key, rec.Owner, rec.Revoked
+	if s.key != "" {
+		t.byKey[s.key] = s
+	}
+	return nil
+}
+
+// ACL adds the table's ACL state.
+func (l *Loader) ACL(rec ACLRecord) error {
+	l.t.acl.bootstrapped = rec.Bootstrapped
+	return nil
+}
+
+// Token adds a token.
+func (l *Loader) Token(rec TokenRecord) error {
+	t := l.t
+	if validTokenID("id", rec.ID) != nil || validHash(rec.Hash) != nil || ValidRules(rec.Rules) != nil {
+		return fmt.Errorf("lockstate: load: bad token %q", rec.ID)
+	}
+	if t.newToken(rec.ID, rec.Hash) != nil {
+		return fmt.Errorf("lockstate: load: token %q twice", rec.ID)
+	}
+	t.acl.add(&token{id: rec.ID, name: rec.Name, hash: rec.Hash, rules: rec.Rules, created: rec.Created})
 	return nil
 }
 

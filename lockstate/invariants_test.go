@@ -437,7 +437,7 @@ func checkGraph(v *tabView, add addFunc) {
 	var edges []Edge
 	for a, bs := range succ {
 		for _, b := range bs {
-			edges = append(edges, Edge{From: a, To: b})
+			edges = append(edges, Edge{From: a, To: b, FromKey: PublicID(a, ""), ToKey: PublicID(b, "")})
 		}
 	}
 	slices.SortFunc(edges, func(x, y Edge) int {

@@ -924,7 +924,7 @@ func (m *refTable) dump() dumpState {
 		for _, r := range m.pending {
 			for _, sp := range r.specs {
 				if sp.Name == name {
-					dl.Waiters = append(dl.Waiters, Waiter{Session: r.sess, RequestID: r.id, Mode: sp.Mode, Weight: sp.Weight, Seq: r.seq})
+					dl.Waiters = append(dl.Waiters, Waiter{Session: r.sess, Key: PublicID(r.sess, ""), RequestID: r.id, Mode: sp.Mode, Weight: sp.Weight, Seq: r.seq})
 				}
 			}
 		}
@@ -948,7 +948,7 @@ func (m *refTable) dump() dumpState {
 }
 
 func (h *refHold) view() Holder {
-	return Holder{Session: h.sess, Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
+	return Holder{Session: h.sess, Key: PublicID(h.sess, ""), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
 }
 
 // clip returns a copy of xs, nil when empty, so that DeepEqual does not

@@ -549,7 +549,7 @@ func (m *refTable) edges() []Edge {
 	var out []Edge
 	for _, id := range m.sessionIDs() {
 		for _, v := range m.waitsFor(id, nil) {
-			out = append(out, Edge{From: id, To: v})
+			out = append(out, Edge{From: id, To: v, FromKey: PublicID(id, ""), ToKey: PublicID(v, "")})
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ type Release struct {
 	Session   SessionID `msgpack:"session"`
 	Name      string    `msgpack:"name,omitempty"`
 	RequestID string    `msgpack:"request_id,omitempty"`
+	Auth      string    `msgpack:"auth,omitempty"`
 }
 
 // Validate checks that the release names a session and exactly one of a
@@ -19,6 +20,9 @@ type Release struct {
 // own '~' ids can be released too.
 func (c *Release) Validate() *Error {
 	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	if err := validAuth(c.Auth); err != nil {
 		return err
 	}
 	switch {
@@ -38,13 +42,16 @@ func (c *Release) apply(t *Table) Result {
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
 	}
+	if err := t.authorize(c.Auth, s, AccessWrite); err != nil {
+		return Result{Err: err}
+	}
 	var names []string
 	if c.Name != "" {
 		names = []string{c.Name}
 	} else {
 		r := t.requests[c.RequestID]
 		if r == nil || r.s != s {
-			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %d", c.RequestID, s.id)}
+			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %s", c.RequestID, s.publicKey())}
 		}
 		if r.status != Granted { // released already: a retried release must not drop other holds
 			return Result{Err: errorf(CodeNotHeld, "request %q is %s, not granted", r.id, r.status)}
@@ -55,13 +62,16 @@ func (c *Release) apply(t *Table) Result {
 			}
 		}
 	}
+	if err := t.authorize(c.Auth, s, AccessWrite, names...); err != nil {
+		return Result{Err: err}
+	}
 	for _, name := range names {
 		if n := t.nodes[name]; n == nil || s.holds[n] == nil {
-			return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, name)}
+			return Result{Err: errorf(CodeNotHeld, "session %s does not hold %q", s.publicKey(), name)}
 		}
 	}
 	if len(names) == 0 {
-		return Result{Err: errorf(CodeNotHeld, "session %d holds none of request %q's locks", s.id, c.RequestID)}
+		return Result{Err: errorf(CodeNotHeld, "session %s holds none of request %q's locks", s.publicKey(), c.RequestID)}
 	}
 	for _, name := range names {
 		n := t.nodes[name]
@@ -83,11 +93,15 @@ func (c *Release) apply(t *Table) Result {
 type Surrender struct {
 	Session SessionID `msgpack:"session"`
 	Name    string    `msgpack:"name"`
+	Auth    string    `msgpack:"auth,omitempty"`
 }
 
 // Validate checks that the surrender names a session and a lock.
 func (c *Surrender) Validate() *Error {
 	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	if err := validAuth(c.Auth); err != nil {
 		return err
 	}
 	return ValidName(c.Name)
@@ -99,9 +113,12 @@ func (c *Surrender) apply(t *Table) Result {
 	if s == nil {
 		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
 	}
+	if err := t.authorize(c.Auth, s, AccessWrite, c.Name); err != nil {
+		return Result{Err: err}
+	}
 	n := t.nodes[c.Name]
 	if n == nil || s.holds[n] == nil {
-		return Result{Err: errorf(CodeNotHeld, "session %d does not hold %q", s.id, c.Name)}
+		return Result{Err: errorf(CodeNotHeld, "session %s does not hold %q", s.publicKey(), c.Name)}
 	}
 	h := s.holds[n]
 	if !t.blocksSomeone(h) {
@@ -159,6 +176,7 @@ func (t *Table) surrender(h *hold) {
 type Cancel struct {
 	Session   SessionID `msgpack:"session,omitempty"`
 	RequestID string    `msgpack:"request_id"`
+	Auth      string    `msgpack:"auth,omitempty"`
 }
 
 // Validate checks that the cancel names a request. Session 0 is valid (any
@@ -170,7 +188,7 @@ func (c *Cancel) Validate() *Error {
 	case len(c.RequestID) > MaxRequestIDLen:
 		return invalidf("request_id is %d bytes, over %d", len(c.RequestID), MaxRequestIDLen)
 	}
-	return nil
+	return validAuth(c.Auth)
 }
 
 // apply ends the request if it is still pending and returns its state.
@@ -178,6 +196,9 @@ func (c *Cancel) apply(t *Table) Result {
 	r := t.requests[c.RequestID]
 	if r == nil || (c.Session != 0 && r.s.id != c.Session) {
 		return Result{Err: errorf(CodeNoRequest, "request %q not found", c.RequestID)}
+	}
+	if err := t.authorize(c.Auth, r.s, AccessWrite); err != nil {
+		return Result{Err: err}
 	}
 	if r.status == Pending {
 		t.fail(r, Cancelled, EvCancelled)

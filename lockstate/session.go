@@ -2,6 +2,7 @@ package lockstate
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +15,13 @@ type CreateSession struct {
 	OnDeadlock OnDeadlock    `msgpack:"on_deadlock,omitempty"`
 	Ordered    bool          `msgpack:"ordered,omitempty"`
 	LockDelay  time.Duration `msgpack:"lock_delay,omitempty"`
+	// Key is the session's public id, drawn at random by the leader before
+	// it proposes (raftnode). "" (entries written before keys) makes the
+	// session's id in decimal its key.
+	Key string `msgpack:"key,omitempty"`
+	// Auth is the ACL token that creates, and so owns, the session.
+	Auth   string  `msgpack:"auth,omitempty"`
+	Limits *Limits `msgpack:"limits,omitempty"`
 }
 
 // Validate checks the session options.
@@ -30,35 +38,134 @@ func (c *CreateSession) Validate() *Error {
 	if c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock {
 		return invalidf("on_deadlock %q is not abort or surrender", c.OnDeadlock)
 	}
+	if err := validKey(c.Key); err != nil {
+		return err
+	}
+	if err := validAuth(c.Auth); err != nil {
+		return err
+	}
+	return c.Limits.validate()
+}
+
+// validKey checks a drawn session key: MinKeyLen to MaxKeyLen characters
+// of base64url, not all digits (a decimal key is an old session's id).
+func validKey(key string) *Error {
+	if key == "" {
+		return nil
+	}
+	if len(key) < MinKeyLen || len(key) > MaxKeyLen {
+		return invalidf("key must be %d to %d characters", MinKeyLen, MaxKeyLen)
+	}
+	digits := true
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		digits = digits && c >= '0' && c <= '9'
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return invalidf("key must be base64url")
+		}
+	}
+	if digits {
+		return invalidf("key must not be all digits")
+	}
+	return nil
+}
+
+// publicKey is the id clients know the session by.
+func (s *session) publicKey() string { return PublicID(s.id, s.key) }
+
+// PublicID is the id clients know a session by: its key, or for a session
+// created before keys (key ""), its id in decimal. Results and events
+// carry the raw key, so that they stay what older builds produced.
+func PublicID(id SessionID, key string) string {
+	if key != "" {
+		return key
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
+// SessionByKey returns the session whose public id is key.
+func (t *Table) SessionByKey(key string) (SessionID, bool) {
+	if s := t.byKey[key]; s != nil {
+		return s.id, true
+	}
+	if key == "" || key[0] == '0' || len(key) > 20 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(key, 10, 64)
+	if s := t.sessions[SessionID(id)]; err == nil && s != nil && s.key == "" {
+		return s.id, true
+	}
+	return 0, false
+}
+
+// authorizeOwner checks the token that creates a session: it must exist and
+// have write access somewhere.
+func (t *Table) authorizeOwner(auth string) *Error {
+	if err := t.authorize(auth, nil, AccessWrite); err != nil || auth == "" {
+		return err
+	}
+	if !t.acl.tokens[auth].writesSomewhere() {
+		return errorf(CodeForbidden, "token %s has no write access: it cannot own a session", auth)
+	}
 	return nil
 }
 
 // apply opens the session; its id is the entry's index.
 func (c *CreateSession) apply(t *Table) Result {
+	if err := t.authorizeOwner(c.Auth); err != nil {
+		return Result{Err: err}
+	}
+	if c.Limits != nil && c.Limits.Sessions > 0 && len(t.sessions) >= c.Limits.Sessions {
+		return Result{Err: errorf(CodeLimit, "the cluster has %d sessions, its limit", len(t.sessions))}
+	}
+	if c.Key != "" && t.byKey[c.Key] != nil {
+		return Result{Err: errorf(CodeInvalid, "session key already in use")}
+	}
 	id := SessionID(t.index)
 	policy := c.OnDeadlock
 	if policy == "" {
 		policy = Abort
 	}
-	t.sessions[id] = &session{
+	s := &session{
 		id: id, name: c.Name, ttl: c.TTL, onDeadlock: policy, ordered: c.Ordered, lockDelay: c.LockDelay,
-		holds: make(map[*node]*hold),
+		key: c.Key, owner: c.Auth, holds: make(map[*node]*hold),
 	}
-	t.emit(EvSessionCreated, id, "", "", 0)
-	return Result{Session: id}
+	t.addSession(s)
+	t.emit(EvSessionCreated, s, "", "", 0)
+	return Result{Session: id, Key: s.key}
+}
+
+func (t *Table) addSession(s *session) {
+	t.sessions[s.id] = s
+	if s.key != "" {
+		t.byKey[s.key] = s
+	}
 }
 
 // CloseSession ends a session cleanly: its holds are released and its
 // pending requests cancelled.
 type CloseSession struct {
 	Session SessionID `msgpack:"session"`
+	Auth    string    `msgpack:"auth,omitempty"`
 }
 
 // Validate checks that a session is named.
-func (c *CloseSession) Validate() *Error { return requireSession(c.Session) }
+func (c *CloseSession) Validate() *Error {
+	if err := requireSession(c.Session); err != nil {
+		return err
+	}
+	return validAuth(c.Auth)
+}
 
 // apply releases the session's holds and cancels its requests.
-func (c *CloseSession) apply(t *Table) Result { return t.endSession(c.Session, false) }
+func (c *CloseSession) apply(t *Table) Result {
+	if s := t.sessions[c.Session]; s != nil {
+		if err := t.authorize(c.Auth, s, AccessWrite); err != nil {
+			return Result{Err: err}
+		}
+	}
+	return t.endSession(c.Session, false)
+}
 
 // ExpireSession ends a session whose keepalives stopped: like CloseSession,
 // and the names it held stay blocked for its lock-delay.
@@ -100,10 +207,11 @@ func (t *Table) endSession(id SessionID, expired bool) Result {
 		}
 	}
 	delete(t.sessions, id)
+	delete(t.byKey, s.key)
 	if expired {
-		t.emit(EvSessionExpired, id, "", "", 0)
+		t.emit(EvSessionExpired, s, "", "", 0)
 	} else {
-		t.emit(EvSessionClosed, id, "", "", 0)
+		t.emit(EvSessionClosed, s, "", "", 0)
 	}
 	return Result{}
 }

@@ -16,6 +16,7 @@ type Table struct {
 	seq   uint64 // arrival counter for queued requests
 
 	sessions map[SessionID]*session
+	byKey    map[string]*session // sessions with a drawn key (CreateSession.Key)
 	nodes    map[string]*node
 	requests map[string]*request
 	roots    siblings // top-level names in creation order
@@ -33,6 +34,10 @@ type Table struct {
 	touched     []*node
 	suspects    []*session // sessions that gained wait-for edges other than by queueing
 	justQueued  []*request // requests queued and not yet searched for cycles
+
+	acl acl // tokens (acl.go)
+
+	waiting int // pending requests, for Limits.Waiters
 
 	queuedUpgrades int // queued upgrade waiters, so grants skip looking for them when there are none
 
@@ -149,6 +154,10 @@ type session struct {
 	ordered    bool
 	lockDelay  time.Duration
 
+	key     string // public id; "" for a session created before keys (its key is its id in decimal)
+	owner   string // id of the ACL token that created it; "" without ACLs
+	revoked []Revocation // the latest holds an operator revoked, oldest first, at most RevocationsKept
+
 	holds   map[*node]*hold
 	pending []*request // seq order
 	done    []*request // finished, oldest first, at most DoneRequestsKept
@@ -179,6 +188,7 @@ type request struct {
 func New() *Table {
 	return &Table{
 		sessions: make(map[SessionID]*session),
+		byKey:    make(map[string]*session),
 		nodes:    make(map[string]*node),
 		requests: make(map[string]*request),
 	}
@@ -225,8 +235,8 @@ func (t *Table) Apply(e Entry) Result {
 	return res
 }
 
-func (t *Table) emit(kind EventKind, s SessionID, reqID, name string, token uint64) {
-	t.events = append(t.events, Event{Kind: kind, Session: s, RequestID: reqID, Name: name, Token: token})
+func (t *Table) emit(kind EventKind, s *session, reqID, name string, token uint64) {
+	t.events = append(t.events, Event{Kind: kind, Session: s.id, Key: s.key, RequestID: reqID, Name: name, Token: token})
 }
 
 // touch records that n's queue changed in this entry.
@@ -428,7 +438,7 @@ func (t *Table) grant(r *request, chosen []int) {
 		t.touch(n)
 		r.granted = append(r.granted, Grant{Name: sp.Name, Mode: h.mode, Weight: h.weight, Token: h.token})
 		r.token = max(r.token, h.token)
-		t.emit(EvGranted, s.id, r.id, sp.Name, h.token)
+		t.emit(EvGranted, s, r.id, sp.Name, h.token)
 	}
 	t.finish(r, Granted)
 	// A grant can only block others, except that the session's own queued
@@ -501,7 +511,7 @@ func (t *Table) dropHold(h *hold, kind EventKind) {
 		}
 	}
 	t.touch(n)
-	t.emit(kind, s.id, "", n.name, h.token)
+	t.emit(kind, s, "", n.name, h.token)
 	t.wake(n)
 }
 
@@ -547,6 +557,7 @@ func (t *Table) enqueueAs(r *request, upgrades []bool, setLimits bool) {
 		}
 		r.waiters[i] = w
 	}
+	t.waiting++
 	r.s.pending = append(r.s.pending, r)
 	t.justQueued = append(t.justQueued, r)
 }
@@ -555,6 +566,9 @@ func (t *Table) enqueueAs(r *request, upgrades []bool, setLimits bool) {
 // A request queued by this same entry was never seen in its queues, so
 // taking it off again is no change to them.
 func (t *Table) unqueue(r *request) {
+	if r.waiters != nil {
+		t.waiting--
+	}
 	for _, w := range r.waiters {
 		for _, e := range w.elems {
 			e.list.remove(e)
@@ -628,7 +642,7 @@ func (t *Table) settle() {
 func (t *Table) fail(r *request, st Status, kind EventKind) {
 	t.unqueue(r)
 	t.finish(r, st)
-	t.emit(kind, r.s.id, r.id, "", 0)
+	t.emit(kind, r.s, r.id, "", 0)
 }
 
 // finish records r's outcome and remembers it for idempotent retries.

@@ -5,8 +5,12 @@ import (
 	"time"
 )
 
-// SessionID identifies a session: the Raft index of the entry that created
-// it, so an older session always has a smaller id.
+// SessionID identifies a session inside the table: the Raft index of the
+// entry that created it, so an older session always has a smaller id (the
+// "youngest" of deadlock victims and every ordering use it). Clients never
+// see it: they name a session by its key, an opaque random string the
+// leader draws (CreateSession.Key); Table.SessionByKey maps one to the
+// other.
 type SessionID uint64
 
 // Mode is how a lock is held: Read (shared) or Write (exclusive).
@@ -79,6 +83,9 @@ const (
 	MaxWait          = 24 * time.Hour
 	MaxHoldTTL       = 24 * time.Hour
 	DoneRequestsKept = 256 // finished requests remembered per session for idempotent retries
+	RevocationsKept  = 16  // revoked holds remembered per session, to tell its client
+	MinKeyLen        = 20  // a session key: at least 120 bits in base64url (the leader draws 128)
+	MaxKeyLen        = 64
 )
 
 // Entry is one committed log entry as the table sees it. Apply takes
@@ -116,11 +123,15 @@ const (
 	CodeNoSession     Code = "session_not_found"
 	CodeNoRequest     Code = "request_not_found"
 	CodeNoLock        Code = "lock_not_found"
+	CodeNoToken       Code = "token_not_found"
 	CodeTimeout       Code = "timeout"
 	CodeDeadlock      Code = "deadlock"
 	CodePoorlyOrdered Code = "poorly_ordered_access"
 	CodeNotHeld       Code = "not_held"
 	CodeLimitMismatch Code = "limit_mismatch"
+	CodeUnauthorized  Code = "unauthorized"   // the command's token does not exist (any more)
+	CodeForbidden     Code = "forbidden"      // the token exists but lacks the right
+	CodeLimit         Code = "limit_exceeded" // a configured limit (Limits) refused it
 )
 
 // Error is a domain failure: the command was well formed but could not be
@@ -148,6 +159,7 @@ type Grant struct {
 type RequestInfo struct {
 	ID       string     `msgpack:"id"`
 	Session  SessionID  `msgpack:"session"`
+	Key      string     `msgpack:"key,omitempty"` // the session's key; see PublicID
 	Status   Status     `msgpack:"status"`
 	Token    uint64     `msgpack:"token,omitempty"` // largest token among Granted
 	Granted  []Grant    `msgpack:"granted,omitempty"`
@@ -162,8 +174,10 @@ type RequestInfo struct {
 type Result struct {
 	Err      *Error       `msgpack:"err,omitempty"`
 	Session  SessionID    `msgpack:"session,omitempty"`  // CreateSession
+	Key      string       `msgpack:"key,omitempty"`      // CreateSession: the session's key; see PublicID
 	Request  *RequestInfo `msgpack:"request,omitempty"`  // Acquire, Cancel
 	Released []string     `msgpack:"released,omitempty"` // Release
+	Revoked  []Revocation `msgpack:"revoked,omitempty"`  // Revoke
 	Kept     bool         `msgpack:"kept,omitempty"`     // Surrender: nobody waited
 	Events   []Event      `msgpack:"events,omitempty"`
 }
@@ -183,10 +197,11 @@ const (
 	EvSessionCreated
 	EvSessionClosed
 	EvSessionExpired
+	EvRevoked // a hold was revoked by an operator (Revoke)
 )
 
 var eventNames = [...]string{"", "granted", "released", "expired", "surrendered", "deadlock",
-	"cancelled", "timeout", "session_created", "session_closed", "session_expired"}
+	"cancelled", "timeout", "session_created", "session_closed", "session_expired", "revoked"}
 
 // String returns the event kind's name.
 func (k EventKind) String() string {
@@ -201,6 +216,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind      EventKind `msgpack:"kind"`
 	Session   SessionID `msgpack:"session"`
+	Key       string    `msgpack:"key,omitempty"` // the session's key; see PublicID
 	RequestID string    `msgpack:"request_id,omitempty"`
 	Name      string    `msgpack:"name,omitempty"`
 	Token     uint64    `msgpack:"token,omitempty"`

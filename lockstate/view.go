@@ -10,6 +10,7 @@ import (
 // Holder is one hold as seen from outside.
 type Holder struct {
 	Session SessionID `json:"session" msgpack:"session"`
+	Key     string    `json:"key" msgpack:"key,omitempty"` // the session's public id
 	Mode    Mode      `json:"mode" msgpack:"mode"`
 	Weight  int       `json:"weight" msgpack:"weight"`
 	Count   int       `json:"count" msgpack:"count"`
@@ -20,6 +21,7 @@ type Holder struct {
 // Waiter is one queued constituent as seen from outside.
 type Waiter struct {
 	Session   SessionID `json:"session"`
+	Key       string    `json:"key"` // the session's public id
 	RequestID string    `json:"request_id"`
 	Mode      Mode      `json:"mode"`
 	Weight    int       `json:"weight"`
@@ -39,6 +41,8 @@ type LockInfo struct {
 // SessionInfo describes one session.
 type SessionInfo struct {
 	ID         SessionID     `json:"id"`
+	Key        string        `json:"key"`   // public id
+	Owner      string        `json:"owner"` // id of the ACL token that owns it; "" without ACLs
 	Name       string        `json:"name"`
 	TTL        time.Duration `json:"ttl"`
 	OnDeadlock OnDeadlock    `json:"on_deadlock"`
@@ -46,6 +50,7 @@ type SessionInfo struct {
 	LockDelay  time.Duration `json:"lock_delay"`
 	Held       []HeldLock    `json:"held"`
 	Pending    []string      `json:"pending"` // request ids in arrival order
+	Revoked    []Revocation  `json:"revoked"` // latest holds an operator revoked, oldest first
 }
 
 // HeldLock is one of a session's holds.
@@ -62,14 +67,14 @@ func (n *node) info() LockInfo {
 	}
 	for e := n.queue().here.head; e != nil; e = e.next {
 		r := e.w.req
-		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, RequestID: r.id, Mode: e.w.mode,
+		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, Key: r.s.publicKey(), RequestID: r.id, Mode: e.w.mode,
 			Weight: r.specs[e.w.spec].Weight, Seq: r.seq})
 	}
 	return info
 }
 
 func (h *hold) view() Holder {
-	return Holder{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
+	return Holder{Session: h.s.id, Key: h.s.publicKey(), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
 }
 
 // Lock returns one name's state; false if nobody holds, waits for or
@@ -112,8 +117,12 @@ func (t *Table) Locks(prefix string) []LockInfo {
 }
 
 func (s *session) info() SessionInfo {
-	info := SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock, Ordered: s.ordered,
-		LockDelay: s.lockDelay, Held: []HeldLock{}, Pending: []string{}}
+	info := SessionInfo{ID: s.id, Key: s.publicKey(), Owner: s.owner, Name: s.name, TTL: s.ttl,
+		OnDeadlock: s.onDeadlock, Ordered: s.ordered, LockDelay: s.lockDelay, Held: []HeldLock{},
+		Pending: []string{}, Revoked: slices.Clone(s.revoked)}
+	if info.Revoked == nil {
+		info.Revoked = []Revocation{}
+	}
 	for _, h := range s.sortedHolds() {
 		info.Held = append(info.Held, HeldLock{Name: h.n.name, Holder: h.view()})
 	}
@@ -159,6 +168,50 @@ func (t *Table) Sessions() []SessionInfo {
 	return out
 }
 
+// SessionsPage returns up to limit sessions whose keys sort after after,
+// in key order, and the key to pass as after for the next page ("" when
+// this is the last). limit <= 0 means no limit.
+func (t *Table) SessionsPage(after string, limit int) (page []SessionInfo, next string) {
+	keys := make([]string, 0, len(t.sessions))
+	byKey := make(map[string]*session, len(t.sessions))
+	for _, s := range t.sessions {
+		if k := s.publicKey(); k > after {
+			keys = append(keys, k)
+			byKey[k] = s
+		}
+	}
+	sortNames(keys)
+	if limit > 0 && len(keys) > limit {
+		keys, next = keys[:limit], keys[limit-1]
+	}
+	page = make([]SessionInfo, len(keys))
+	for i, k := range keys {
+		page[i] = byKey[k].info()
+	}
+	return page, next
+}
+
+// LocksPage is Locks(prefix) from the first name after after, at most
+// limit of them, and the name to pass as after for the next page ("" when
+// this is the last). limit <= 0 means no limit.
+func (t *Table) LocksPage(prefix, after string, limit int) (page []LockInfo, next string) {
+	var names []string
+	for name, n := range t.nodes {
+		if name > after && strings.HasPrefix(name, prefix) && (n.inUse() || n.delayUntil != 0) {
+			names = append(names, name)
+		}
+	}
+	sortNames(names)
+	if limit > 0 && len(names) > limit {
+		names, next = names[:limit], names[limit-1]
+	}
+	page = make([]LockInfo, len(names))
+	for i, name := range names {
+		page[i] = t.nodes[name].info()
+	}
+	return page, next
+}
+
 // Request returns an acquire request that is pending or recently finished.
 func (t *Table) Request(id string) (RequestInfo, bool) {
 	r := t.requests[id]
@@ -189,8 +242,10 @@ func (t *Table) Check(name string, token uint64) (valid bool, current uint64) {
 
 // Edge is one edge of the wait-for graph: From waits for To.
 type Edge struct {
-	From SessionID `json:"from"`
-	To   SessionID `json:"to"`
+	From    SessionID `json:"from"`
+	To      SessionID `json:"to"`
+	FromKey string    `json:"from_key"` // public ids
+	ToKey   string    `json:"to_key"`
 }
 
 // WaitGraph returns the wait-for graph, sorted.
@@ -198,7 +253,7 @@ func (t *Table) WaitGraph() []Edge {
 	var out []Edge
 	for _, s := range t.sessionsByID() {
 		for _, v := range t.waitsFor(s) {
-			out = append(out, Edge{From: s.id, To: v.id})
+			out = append(out, Edge{From: s.id, To: v.id, FromKey: s.publicKey(), ToKey: v.publicKey()})
 		}
 	}
 	return out
