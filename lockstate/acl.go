@@ -93,7 +93,9 @@ func (tok *token) access(name string) Access {
 	return best
 }
 
-func (tok *token) allows(name string, want Access) bool { return tok.access(name).rank() >= want.rank() }
+func (tok *token) allows(name string, want Access) bool {
+	return tok.access(name).rank() >= want.rank()
+}
 
 // admin reports whether the token is a management token: admin on "".
 func (tok *token) admin() bool { return tok.allows("", AccessAdmin) }
@@ -117,7 +119,9 @@ func (tok *token) info() TokenInfo {
 }
 
 // Allows reports whether the token may act with access want on name.
-func (ti TokenInfo) Allows(name string, want Access) bool { return ti.tok != nil && ti.tok.allows(name, want) }
+func (ti TokenInfo) Allows(name string, want Access) bool {
+	return ti.tok != nil && ti.tok.allows(name, want)
+}
 
 // Admin reports whether the token is a management token (admin on "").
 func (ti TokenInfo) Admin() bool { return ti.tok != nil && ti.tok.admin() }

@@ -154,8 +154,8 @@ type session struct {
 	ordered    bool
 	lockDelay  time.Duration
 
-	key     string // public id; "" for a session created before keys (its key is its id in decimal)
-	owner   string // id of the ACL token that created it; "" without ACLs
+	key     string       // public id; "" for a session created before keys (its key is its id in decimal)
+	owner   string       // id of the ACL token that created it; "" without ACLs
 	revoked []Revocation // the latest holds an operator revoked, oldest first, at most RevocationsKept
 
 	holds   map[*node]*hold
