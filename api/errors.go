@@ -64,6 +64,9 @@ var codeStatus = map[lockstate.Code]int{
 	lockstate.CodePoorlyOrdered: http.StatusConflict,
 	lockstate.CodeNotHeld:       http.StatusConflict,
 	lockstate.CodeLimitMismatch: http.StatusConflict,
+	lockstate.CodeUnauthorized:  http.StatusUnauthorized,
+	lockstate.CodeForbidden:     http.StatusForbidden,
+	lockstate.CodeNoToken:       http.StatusNotFound,
 	lockservice.CodeCancelled:   http.StatusConflict,
 }
 
@@ -124,6 +127,7 @@ func retryRequest(re *lockservice.RetryError) *Error {
 // writeError answers err as {"error":{"code","message"}}.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
+	s.denied(r, e)
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
 	}

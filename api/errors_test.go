@@ -40,8 +40,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"POST", "/v1/acquire", `not json`},
 		{"POST", "/v1/acquire", ``},
 		{"POST", "/v1/acquire", `{"locks":[{"name":"a"}]}`},
-		{"POST", "/v1/acquire", `{"session":"abc","locks":[{"name":"a"}]}`},
-		{"POST", "/v1/acquire", `{"session":"0","locks":[{"name":"a"}]}`},
 		{"POST", "/v1/acquire", lock(``)},
 		{"POST", "/v1/acquire", lock(`{"name":""}`)},
 		{"POST", "/v1/acquire", lock(`{"name":"a//b"}`)},
@@ -66,7 +64,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"POST", "/v1/acquire", `{"session":"` + s + `","locks":[{"name":"a"}],"request_id":"a/b"}`},
 		{"POST", "/v1/acquire", `{"session":"` + s + `","locks":[{"name":"a"}],"request_id":"` + long + `"}`},
 		{"PUT", "/v1/locks/a", ``},
-		{"PUT", "/v1/locks/a?session=abc", ``},
 		{"PUT", "/v1/locks/a?session=" + s + "&mode=exclusive", ``},
 		{"PUT", "/v1/locks/a?session=" + s + "&wait=soon", ``},
 		{"PUT", "/v1/locks/a?session=" + s + "&weight=x", ``},
@@ -86,11 +83,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"GET", "/v1/locks/a?index=abc", ``},
 		{"GET", "/v1/locks/a?index=1&wait=later", ``},
 		{"GET", "/v1/locks/" + long, ``},
-		{"GET", "/v1/sessions/abc", ``},
-		{"DELETE", "/v1/sessions/0", ``},
-		{"POST", "/v1/sessions/-1/keepalive", ``},
 		{"GET", "/v1/requests/x?wait=later", ``},
-		{"DELETE", "/v1/requests/x?session=abc", ``},
 	}
 	for _, c := range cases {
 		what := fmt.Sprintf("%s %s %.60s", c.method, c.path, c.body)
@@ -99,6 +92,23 @@ func TestBadInputChangesNothing(t *testing.T) {
 			body = c.body
 		}
 		checkErr(t, n.do(c.method, c.path, body), http.StatusBadRequest, "invalid_request", what)
+	}
+	// Session ids are opaque: one that names no session is not malformed,
+	// it is not found.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/acquire", `{"session":"abc","locks":[{"name":"a"}]}`},
+		{"POST", "/v1/acquire", `{"session":"0","locks":[{"name":"a"}]}`},
+		{"PUT", "/v1/locks/a?session=abc", ``},
+		{"GET", "/v1/sessions/abc", ``},
+		{"DELETE", "/v1/sessions/0", ``},
+		{"POST", "/v1/sessions/-1/keepalive", ``},
+		{"DELETE", "/v1/requests/x?session=abc", ``},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		checkErr(t, n.do(c.method, c.path, body), http.StatusNotFound, "session_not_found", c.method+" "+c.path+" "+c.body)
 	}
 
 	after := n.status()

@@ -227,7 +227,7 @@ func (n *testNode) session(body any) string {
 	}
 	var s api.Session
 	n.must(http.StatusCreated, "POST", "/v1/sessions", body, &s)
-	return s.ID.String()
+	return string(s.ID)
 }
 
 // acquire asks for one lock and returns the raw answer.

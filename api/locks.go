@@ -43,7 +43,7 @@ func (s *Server) acquireOne(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.acquire(w, r, acquireCmd(req))
+	s.acquire(w, r, req)
 }
 
 // DELETE /v1/locks/{name...}?session=ID
@@ -67,8 +67,11 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRequest) {
-	names, err := s.locks.Release(r.Context(), &lockstate.Release{Session: lockstate.SessionID(req.Session),
-		Name: req.Name, RequestID: req.RequestID})
+	id, err := s.session(r, req.Session)
+	var names []string
+	if err == nil {
+		names, err = s.locks.Release(r.Context(), &lockstate.Release{Session: id, Name: req.Name, RequestID: req.RequestID})
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -87,7 +90,11 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	kept, err := s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: lockstate.SessionID(req.Session), Name: req.Name})
+	id, err := s.session(r, req.Session)
+	var kept bool
+	if err == nil {
+		kept, err = s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: id, Name: req.Name})
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -99,9 +106,16 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, SurrenderResponse{Status: status, Name: req.Name})
 }
 
-// GET /v1/locks?prefix=jobs/
+// GET /v1/locks?prefix=jobs/[&limit=N&after=NAME]: the names the caller
+// may read, one page; X-Next-After names the next.
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
-	locks, err := s.locks.Locks(r.Context(), consistency(r), r.URL.Query().Get("prefix"))
+	q := r.URL.Query()
+	page, err := queryPage(q)
+	var locks []lockstate.LockInfo
+	var next string
+	if err == nil {
+		locks, next, err = s.locks.Locks(r.Context(), consistency(r), q.Get("prefix"), page)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -110,6 +124,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	for i, li := range locks {
 		out[i] = lockJSON(li)
 	}
+	setNextAfter(w, next)
 	writeJSON(w, http.StatusOK, out)
 }
 

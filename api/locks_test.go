@@ -35,7 +35,7 @@ func TestAcquireCheckRelease(t *testing.T) {
 
 	var l api.Lock
 	r := n.must(http.StatusOK, "GET", "/v1/locks/jobs/backup", nil, &l)
-	if l.Name != "jobs/backup" || len(l.Holders) != 1 || l.Holders[0].Session.String() != s ||
+	if l.Name != "jobs/backup" || len(l.Holders) != 1 || string(l.Holders[0].Session) != s ||
 		l.Holders[0].Token != g.Token || l.Limit != 1 || r.header.Get("X-Lock-Index") != strconv.FormatUint(l.Version, 10) {
 		t.Fatalf("lock = %+v (index %q)", l, r.header.Get("X-Lock-Index"))
 	}
@@ -140,7 +140,7 @@ func TestWaiterGrantedOnRelease(t *testing.T) {
 	// The request can be observed (and re-attached to) meanwhile.
 	var rq api.Request
 	n.must(http.StatusOK, "GET", "/v1/requests/waiter-1", nil, &rq)
-	if rq.Status != "pending" || rq.Session.String() != b || len(rq.Locks) != 1 || rq.Deadline.IsZero() {
+	if rq.Status != "pending" || string(rq.Session) != b || len(rq.Locks) != 1 || rq.Deadline.IsZero() {
 		t.Fatalf("pending request = %+v", rq)
 	}
 	var l api.Lock

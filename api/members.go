@@ -27,15 +27,12 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"removed": id, "members": s.members()})
 }
 
-// operator guards an endpoint that changes the cluster itself: with
-// Config.OperatorCert it answers only a client that presented a
-// certificate signed by the cluster's CA.
+// operator guards an endpoint that changes the cluster itself (see
+// mayOperate).
 func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.OperatorCert && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0) {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized,
-				"%s %s changes the cluster: present a client certificate signed by the cluster's CA (lockd tls cert --client)",
-				r.Method, r.URL.Path))
+		if err := s.mayOperate(r); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		h(w, r)

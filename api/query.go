@@ -1,9 +1,13 @@
 package api
 
 import (
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // Query parameters. Their syntax is the API's (Go durations, decimal
@@ -48,19 +52,44 @@ func queryUint(q url.Values, key string) (uint64, error) {
 func querySession(q url.Values) (SessionID, error) {
 	v := q.Get("session")
 	if v == "" {
-		return 0, invalid("the session query parameter is required")
+		return "", invalid("the session query parameter is required")
 	}
-	id, err := ParseSessionID(v)
-	if err != nil {
-		return 0, invalid("%v", err)
-	}
-	return id, nil
+	return SessionID(v), nil
 }
 
-func pathSession(v string) (SessionID, error) {
-	id, err := ParseSessionID(v)
-	if err != nil {
-		return 0, invalid("%v", err)
+// session resolves a session's public id to the table's own id; an id
+// that names no session is session_not_found, whatever it looks like.
+func (s *Server) session(r *http.Request, id SessionID) (lockstate.SessionID, error) {
+	if id == "" {
+		return 0, invalid("session is required")
 	}
-	return id, nil
+	return s.locks.ResolveSession(r.Context(), string(id))
+}
+
+// Pages of list endpoints: at most MaxPageSize items, DefaultPageSize when
+// the client does not say.
+const (
+	DefaultPageSize = 1000
+	MaxPageSize     = 10000
+)
+
+// queryPage reads limit and after.
+func queryPage(q url.Values) (lockservice.Page, error) {
+	limit, err := queryInt(q, "limit")
+	switch {
+	case err != nil:
+		return lockservice.Page{}, err
+	case limit < 0 || limit > MaxPageSize:
+		return lockservice.Page{}, invalid("limit=%d is outside [1, %d]", limit, MaxPageSize)
+	case limit == 0:
+		limit = DefaultPageSize
+	}
+	return lockservice.Page{After: q.Get("after"), Limit: limit}, nil
+}
+
+// setNextAfter sets the cursor of the next page, when there is one.
+func setNextAfter(w http.ResponseWriter, next string) {
+	if next != "" {
+		w.Header().Set("X-Next-After", next)
+	}
 }

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // POST /v1/acquire
@@ -13,12 +16,20 @@ func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.acquire(w, r, acquireCmd(req))
+	s.acquire(w, r, req)
 }
 
 // acquire answers an acquire's outcome: granted, or why not.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, cmd *lockstate.Acquire) {
-	info, err := s.locks.Acquire(r.Context(), cmd)
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequest) {
+	id, err := s.session(r, req.Session)
+	if err != nil && req.RequestID != "" && errors.Is(err, raftnode.ErrNoLeader) {
+		err = &lockservice.RetryError{RequestID: req.RequestID, Err: err} // nothing was proposed: retry with the same id
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.locks.Acquire(r.Context(), acquireCmd(req, id))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -45,12 +56,16 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
 	cmd := &lockstate.Cancel{RequestID: r.PathValue("id")}
 	if r.URL.Query().Has("session") {
-		id, err := querySession(r.URL.Query())
+		key, err := querySession(r.URL.Query())
+		var id lockstate.SessionID
+		if err == nil {
+			id, err = s.session(r, key)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		cmd.Session = lockstate.SessionID(id)
+		cmd.Session = id
 	}
 	info, err := s.locks.Cancel(r.Context(), cmd)
 	if err != nil {

@@ -59,6 +59,11 @@ type Config struct {
 	// demand a client certificate signed by the cluster's CA (the TLS
 	// listener has verified it): on whenever the API serves HTTPS.
 	OperatorCert bool
+	// ACL makes every request but GET /v1/status, the dashboard's files
+	// and the one-time bootstrap need a token (Authorization: Bearer), and
+	// enables POST /v1/acl/bootstrap. Management tokens may also call the
+	// operator endpoints.
+	ACL bool
 	// Leave makes this node leave the cluster for good (POST
 	// /v1/agent/leave); nil answers 501. It is called in its own
 	// goroutine after the answer is written.
@@ -82,6 +87,7 @@ type Server struct {
 	log     hclog.Logger
 	handler http.Handler
 	metrics *metrics
+	acl     *aclMetrics
 }
 
 // New returns the API server for cfg.Node. Close it to stop its
@@ -99,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ProposeTimeout == 0 { // it also bounds membership calls here
 		cfg.ProposeTimeout = DefaultProposeTimeout
 	}
-	locks, err := lockservice.New(lockservice.Config{Node: cfg.Node, Logger: cfg.Logger,
+	locks, err := lockservice.New(lockservice.Config{Node: cfg.Node, Logger: cfg.Logger, ACL: cfg.ACL,
 		MaxWait: cfg.MaxWait, CancelGrace: cfg.CancelGrace, ProposeTimeout: cfg.ProposeTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -111,7 +117,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.metrics = m
-	s.handler = s.metrics.instrument(s.routes())
+	if s.acl, err = newACLMetrics(m.reg); err != nil {
+		locks.Close()
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s.handler = s.metrics.instrument(s.authenticate(s.routes()))
 	return s, nil
 }
 
@@ -137,6 +147,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/waitgraph", s.waitGraph)
 	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("POST /v1/acl/bootstrap", s.bootstrapACL)
+	mux.HandleFunc("POST /v1/acl/tokens", s.createToken)
+	mux.HandleFunc("GET /v1/acl/tokens", s.listTokens)
+	mux.HandleFunc("DELETE /v1/acl/tokens/{id}", s.deleteToken)
+	mux.HandleFunc("POST /v1/revoke", s.revoke)
 	mux.HandleFunc("POST /v1/agent/leave", s.operator(s.leave))
 	mux.HandleFunc("DELETE /v1/members/{id}", s.operator(s.removeMember))
 	mux.Handle("GET /metrics", s.metrics.handler())

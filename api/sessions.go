@@ -14,12 +14,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := createSessionCmd(req)
-	id, err := s.locks.CreateSession(r.Context(), cmd)
+	_, key, err := s.locks.CreateSession(r.Context(), cmd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, Session{ID: SessionID(id), Name: cmd.Name, TTL: Duration(cmd.TTL),
+	writeJSON(w, http.StatusCreated, Session{ID: SessionID(key), Revoked: []Revocation{}, Name: cmd.Name, TTL: Duration(cmd.TTL),
 		OnDeadlock: string(orDefault(cmd.OnDeadlock, lockstate.Abort)), Ordered: cmd.Ordered,
 		LockDelay: Duration(cmd.LockDelay), Held: []HeldLock{}, Pending: []string{}})
 }
@@ -33,9 +33,15 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// GET /v1/sessions
+// GET /v1/sessions[?limit=N&after=ID]: the caller's sessions (a
+// management token's: all), by id, one page; X-Next-After names the next.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	sessions, err := s.locks.Sessions(r.Context(), consistency(r))
+	page, err := queryPage(r.URL.Query())
+	var sessions []lockstate.SessionInfo
+	var next string
+	if err == nil {
+		sessions, next, err = s.locks.Sessions(r.Context(), consistency(r), page)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -44,15 +50,16 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	for i, si := range sessions {
 		out[i] = sessionJSON(si)
 	}
+	setNextAfter(w, next)
 	writeJSON(w, http.StatusOK, out)
 }
 
 // GET /v1/sessions/{id}
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	id, err := pathSession(r.PathValue("id"))
+	id, err := s.session(r, SessionID(r.PathValue("id")))
 	var info lockstate.SessionInfo
 	if err == nil {
-		info, err = s.locks.Session(r.Context(), consistency(r), lockstate.SessionID(id))
+		info, err = s.locks.Session(r.Context(), consistency(r), id)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -63,17 +70,18 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/sessions/{id}
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
-	id, err := pathSession(r.PathValue("id"))
+	key := SessionID(r.PathValue("id"))
+	id, err := s.session(r, key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	closed, err := s.locks.CloseSession(r.Context(), lockstate.SessionID(id))
+	closed, err := s.locks.CloseSession(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := CloseSessionResponse{ID: id, Released: make([]ReleasedLock, len(closed.Released)), Cancelled: closed.Cancelled}
+	out := CloseSessionResponse{ID: key, Released: make([]ReleasedLock, len(closed.Released)), Cancelled: closed.Cancelled}
 	for i, name := range closed.Released {
 		out.Released[i] = ReleasedLock{Name: name}
 	}
@@ -82,15 +90,16 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 
 // POST /v1/sessions/{id}/keepalive
 func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
-	id, err := pathSession(r.PathValue("id"))
+	key := SessionID(r.PathValue("id"))
+	id, err := s.session(r, key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ttl, err := s.locks.KeepAlive(r.Context(), lockstate.SessionID(id))
+	alive, err := s.locks.KeepAlive(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, KeepAliveResponse{ID: id, TTL: Duration(ttl)})
+	writeJSON(w, http.StatusOK, KeepAliveResponse{ID: key, TTL: Duration(alive.TTL), Revoked: revocationsJSON(alive.Revoked)})
 }

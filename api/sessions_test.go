@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/lockd/lockd/api"
@@ -13,11 +14,11 @@ func TestSessionLifecycle(t *testing.T) {
 	var s api.Session
 	n.must(http.StatusCreated, "POST", "/v1/sessions",
 		`{"ttl":"10s","name":"nightly-backup","on_deadlock":"surrender","ordered":true,"lock_delay":"2s"}`, &s)
-	if s.ID == 0 || s.Name != "nightly-backup" || s.TTL != api.Duration(10e9) || s.OnDeadlock != "surrender" ||
+	if s.ID == "" || s.Name != "nightly-backup" || s.TTL != api.Duration(10e9) || s.OnDeadlock != "surrender" ||
 		!s.Ordered || s.LockDelay != api.Duration(2e9) {
 		t.Fatalf("created session = %+v", s)
 	}
-	id := s.ID.String()
+	id := string(s.ID)
 
 	// Defaults: an empty body is a session with the default TTL.
 	var d api.Session
@@ -61,14 +62,24 @@ func TestSessionLifecycle(t *testing.T) {
 	n.mustErr(http.StatusNotFound, "lock_not_found", "GET", "/v1/locks/jobs/backup", nil)
 }
 
-func TestSessionIDAcceptsNumber(t *testing.T) {
+// Session ids are opaque and unguessable: at least 20 characters drawn by
+// the leader, never a decimal number; any id that names no session, of
+// whatever shape, is 404 session_not_found.
+func TestSessionIDsAreOpaque(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
-	var s api.Session
-	n.must(http.StatusCreated, "POST", "/v1/sessions", `{"ttl":"5s"}`, &s)
-	var g api.AcquireResponse
-	n.must(http.StatusOK, "POST", "/v1/acquire",
-		`{"session":`+s.ID.String()+`,"locks":[{"name":"a"}]}`, &g)
-	if g.Session != s.ID {
-		t.Fatalf("grant session %v, want %v", g.Session, s.ID)
+	seen := map[api.SessionID]bool{}
+	for range 5 {
+		var s api.Session
+		n.must(http.StatusCreated, "POST", "/v1/sessions", `{"ttl":"5s"}`, &s)
+		if len(s.ID) < 20 || strings.Trim(string(s.ID), "0123456789") == "" || seen[s.ID] {
+			t.Fatalf("session id %q: want 20+ characters, not decimal, not seen before", s.ID)
+		}
+		seen[s.ID] = true
 	}
+	for _, id := range []string{"no-such-session", "1", "2", "0", "AAAAAAAAAAAAAAAAAAAAAA", "%00"} {
+		n.mustErr(http.StatusNotFound, "session_not_found", "POST", "/v1/sessions/"+id+"/keepalive", nil)
+		n.mustErr(http.StatusNotFound, "session_not_found", "POST", "/v1/acquire",
+			map[string]any{"session": id, "locks": []map[string]any{{"name": "a"}}})
+	}
+	n.mustErr(http.StatusNotFound, "session_not_found", "POST", "/v1/release", `{"session":12,"name":"a"}`)
 }

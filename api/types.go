@@ -14,42 +14,28 @@ import (
 // "write", so that JavaScript clients never round a 64-bit id and a human
 // can read every field.
 
-// SessionID is a lockstate.SessionID encoded as a decimal JSON string. A
-// bare JSON number is accepted on input too.
-type SessionID lockstate.SessionID
+// SessionID is a session's public id: an opaque string (the random key the
+// leader drew; a session made before keys has its number in decimal). A
+// bare JSON number is accepted on input too, for clients of old sessions.
+type SessionID string
 
-// MarshalJSON encodes the id as a decimal string.
-func (id SessionID) MarshalJSON() ([]byte, error) {
-	return strconv.AppendQuote(nil, strconv.FormatUint(uint64(id), 10)), nil
-}
-
-// UnmarshalJSON accepts "123" or 123.
+// UnmarshalJSON accepts a string, or a number for an old session.
 func (id *SessionID) UnmarshalJSON(b []byte) error {
-	s := string(b)
 	if len(b) > 0 && b[0] == '"' {
+		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
+		*id = SessionID(s)
+		return nil
 	}
-	v, err := ParseSessionID(s)
-	if err != nil {
-		return err
+	var n uint64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("session %s is not a string", b)
 	}
-	*id = v
+	*id = SessionID(strconv.FormatUint(n, 10))
 	return nil
 }
-
-// ParseSessionID parses a decimal session id; 0 is not a session.
-func ParseSessionID(s string) (SessionID, error) {
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || v == 0 {
-		return 0, fmt.Errorf("session id %q is not a positive decimal number", s)
-	}
-	return SessionID(v), nil
-}
-
-// String returns the decimal id.
-func (id SessionID) String() string { return strconv.FormatUint(uint64(id), 10) }
 
 // Duration is a time.Duration encoded as a Go duration string ("10s").
 type Duration time.Duration
@@ -137,6 +123,16 @@ type Session struct {
 	LockDelay  Duration   `json:"lock_delay"`
 	Held       []HeldLock `json:"held"`
 	Pending    []string   `json:"pending"` // request ids in arrival order
+	// Revoked lists the latest holds an operator revoked (POST
+	// /v1/revoke), oldest first: how a holder learns it lost a lock.
+	Revoked []Revocation `json:"revoked"`
+}
+
+// Revocation is one hold revoked from a session.
+type Revocation struct {
+	Name  string `json:"name"`
+	Token uint64 `json:"token"` // the fencing token that stopped being valid
+	Index uint64 `json:"index"` // log index of the revoke
 }
 
 // HeldLock is one hold of a session.
@@ -151,8 +147,9 @@ type HeldLock struct {
 
 // KeepAliveResponse answers POST /v1/sessions/{id}/keepalive.
 type KeepAliveResponse struct {
-	ID  SessionID `json:"id"`
-	TTL Duration  `json:"ttl"`
+	ID      SessionID    `json:"id"`
+	TTL     Duration     `json:"ttl"`
+	Revoked []Revocation `json:"revoked"` // as in Session
 }
 
 // CloseSessionResponse answers DELETE /v1/sessions/{id}.
@@ -326,7 +323,7 @@ func clockTime(ns int64) time.Time {
 }
 
 func sessionJSON(si lockstate.SessionInfo) Session {
-	s := Session{ID: SessionID(si.ID), Name: si.Name, TTL: Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
+	s := Session{ID: SessionID(si.Key), Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
 		Ordered: si.Ordered, LockDelay: Duration(si.LockDelay), Held: make([]HeldLock, len(si.Held)), Pending: si.Pending}
 	for i, h := range si.Held {
 		s.Held[i] = HeldLock{Name: h.Name, Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count, Token: h.Token,
@@ -338,15 +335,23 @@ func sessionJSON(si lockstate.SessionInfo) Session {
 	return s
 }
 
+func revocationsJSON(rs []lockstate.Revocation) []Revocation {
+	out := make([]Revocation, len(rs))
+	for i, r := range rs {
+		out[i] = Revocation{Name: r.Name, Token: r.Token, Index: r.Index}
+	}
+	return out
+}
+
 func lockJSON(li lockstate.LockInfo) Lock {
 	l := Lock{Name: li.Name, Version: li.Version, Limit: li.Limit, DelayedUntil: clockTime(li.DelayedUntil),
 		Holders: make([]Holder, len(li.Holders)), Waiters: make([]Waiter, len(li.Waiters))}
 	for i, h := range li.Holders {
-		l.Holders[i] = Holder{Session: SessionID(h.Session), Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count,
+		l.Holders[i] = Holder{Session: SessionID(h.Key), Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count,
 			Token: h.Token, Expires: clockTime(h.Expires)}
 	}
 	for i, w := range li.Waiters {
-		l.Waiters[i] = Waiter{Session: SessionID(w.Session), RequestID: w.RequestID, Mode: Mode(w.Mode), Weight: w.Weight}
+		l.Waiters[i] = Waiter{Session: SessionID(w.Key), RequestID: w.RequestID, Mode: Mode(w.Mode), Weight: w.Weight}
 	}
 	return l
 }
@@ -360,7 +365,7 @@ func grantsJSON(gs []lockstate.Grant) []Grant {
 }
 
 func requestJSON(ri *lockstate.RequestInfo) Request {
-	r := Request{RequestID: ri.ID, Session: SessionID(ri.Session), Status: string(ri.Status), Token: ri.Token,
+	r := Request{RequestID: ri.ID, Session: SessionID(lockstate.PublicID(ri.Session, ri.Key)), Status: string(ri.Status), Token: ri.Token,
 		Granted: grantsJSON(ri.Granted), Locks: make([]LockSpec, len(ri.Locks)),
 		Created: ri.Created, Ended: ri.Ended, Deadline: clockTime(ri.Deadline)}
 	for i, sp := range ri.Locks {
@@ -370,6 +375,6 @@ func requestJSON(ri *lockstate.RequestInfo) Request {
 }
 
 func grantedJSON(ri *lockstate.RequestInfo) AcquireResponse {
-	return AcquireResponse{Status: string(lockstate.Granted), RequestID: ri.ID, Session: SessionID(ri.Session),
+	return AcquireResponse{Status: string(lockstate.Granted), RequestID: ri.ID, Session: SessionID(lockstate.PublicID(ri.Session, ri.Key)),
 		Token: ri.Token, Granted: grantsJSON(ri.Granted)}
 }

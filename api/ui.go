@@ -47,7 +47,7 @@ func (s *Server) waitGraph(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]WaitEdge, len(edges))
 	for i, e := range edges {
-		out[i] = WaitEdge{From: SessionID(e.From), To: SessionID(e.To)}
+		out[i] = WaitEdge{From: SessionID(e.FromKey), To: SessionID(e.ToKey)}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

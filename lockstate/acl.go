@@ -174,6 +174,26 @@ func (t *Table) authorize(auth string, s *session, access Access, names ...strin
 	return nil
 }
 
+// MayUse reports whether the token auth may act through session id (see
+// authorize): nil, or an Error coded unauthorized, forbidden or
+// session_not_found.
+func (t *Table) MayUse(auth string, id SessionID) *Error {
+	s := t.sessions[id]
+	if s == nil {
+		return errorf(CodeNoSession, "session %d not found", id)
+	}
+	return t.authorize(auth, s, AccessWrite)
+}
+
+// Token returns a token by id.
+func (t *Table) Token(id string) (TokenInfo, bool) {
+	tok := t.acl.tokens[id]
+	if tok == nil {
+		return TokenInfo{}, false
+	}
+	return tok.info(), true
+}
+
 // validTokenID checks a token id: the form the node draws, a UUID's text.
 func validTokenID(field, id string) *Error {
 	if len(id) != TokenIDLen {

@@ -258,7 +258,7 @@ func (t *Table) requestInfo(r *request) *RequestInfo {
 func (r *request) info() *RequestInfo {
 	// specs never change and granted is complete once set: share them.
 	return &RequestInfo{
-		ID: r.id, Session: r.s.id, Key: r.s.key, Status: r.status, Token: r.token,
+		ID: r.id, Session: r.s.id, Key: r.s.key, Owner: r.s.owner, Status: r.status, Token: r.token,
 		Granted: r.granted, Locks: r.specs,
 		Seq: r.seq, Created: r.created, Ended: r.ended, Deadline: r.deadline,
 	}

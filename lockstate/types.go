@@ -159,7 +159,8 @@ type Grant struct {
 type RequestInfo struct {
 	ID       string     `msgpack:"id"`
 	Session  SessionID  `msgpack:"session"`
-	Key      string     `msgpack:"key,omitempty"` // the session's key; see PublicID
+	Key      string     `msgpack:"key,omitempty"`   // the session's key; see PublicID
+	Owner    string     `msgpack:"owner,omitempty"` // the ACL token owning the session
 	Status   Status     `msgpack:"status"`
 	Token    uint64     `msgpack:"token,omitempty"` // largest token among Granted
 	Granted  []Grant    `msgpack:"granted,omitempty"`

@@ -168,14 +168,14 @@ func (t *Table) Sessions() []SessionInfo {
 	return out
 }
 
-// SessionsPage returns up to limit sessions whose keys sort after after,
-// in key order, and the key to pass as after for the next page ("" when
-// this is the last). limit <= 0 means no limit.
-func (t *Table) SessionsPage(after string, limit int) (page []SessionInfo, next string) {
+// SessionsPage returns up to limit sessions whose keys sort after after
+// and whose owner keep accepts, in key order, and the key to pass as after
+// for the next page ("" when this is the last). limit <= 0 means no limit.
+func (t *Table) SessionsPage(after string, limit int, keep func(owner string) bool) (page []SessionInfo, next string) {
 	keys := make([]string, 0, len(t.sessions))
 	byKey := make(map[string]*session, len(t.sessions))
 	for _, s := range t.sessions {
-		if k := s.publicKey(); k > after {
+		if k := s.publicKey(); k > after && keep(s.owner) {
 			keys = append(keys, k)
 			byKey[k] = s
 		}
@@ -191,13 +191,13 @@ func (t *Table) SessionsPage(after string, limit int) (page []SessionInfo, next 
 	return page, next
 }
 
-// LocksPage is Locks(prefix) from the first name after after, at most
-// limit of them, and the name to pass as after for the next page ("" when
-// this is the last). limit <= 0 means no limit.
-func (t *Table) LocksPage(prefix, after string, limit int) (page []LockInfo, next string) {
+// LocksPage is Locks(prefix) from the first name after after, only the
+// names keep accepts, at most limit of them, and the name to pass as after
+// for the next page ("" when this is the last). limit <= 0 means no limit.
+func (t *Table) LocksPage(prefix, after string, limit int, keep func(name string) bool) (page []LockInfo, next string) {
 	var names []string
 	for name, n := range t.nodes {
-		if name > after && strings.HasPrefix(name, prefix) && (n.inUse() || n.delayUntil != 0) {
+		if name > after && strings.HasPrefix(name, prefix) && (n.inUse() || n.delayUntil != 0) && keep(name) {
 			names = append(names, name)
 		}
 	}

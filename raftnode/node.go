@@ -68,6 +68,9 @@ type Config struct {
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
 	SnapshotInterval                time.Duration
+	// Limits are stamped by this node, while it leads, into every session
+	// and acquire it proposes (lockstate.Limits); zero fields: no limit.
+	Limits lockstate.Limits
 }
 
 // Status is a node's view of raft.

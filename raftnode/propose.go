@@ -98,7 +98,11 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 	if err := cmd.Validate(); err != nil {
 		return &lockstate.Result{Err: err}, 0, nil
 	}
-	data, err := fsm.EncodeFormat(n.logFormat(), n.now().UnixNano(), cmd)
+	format := n.logFormat()
+	if err := n.stamp(cmd, format); err != nil {
+		return nil, 0, err
+	}
+	data, err := fsm.EncodeFormat(format, n.now().UnixNano(), cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/lockstate"
 )
 
 // config is everything the flags say.
@@ -39,6 +40,11 @@ type config struct {
 	// Insecure lets the node listen beyond loopback without TLS and a
 	// gossip key.
 	Insecure bool
+	// ACL: every request needs a token (docs/security.md).
+	ACL bool
+	// Limits are what this node stamps into sessions and acquires while
+	// it leads (lockstate.Limits).
+	Limits lockstate.Limits
 }
 
 // unsafeNoConsensus is the only --unsafe mode: every node bootstraps a
@@ -79,6 +85,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.TLSClientAuth, "tls-client-auth", false, "HTTP API clients must present a certificate signed by --tls-ca")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key", "", "`FILE` holding the base64 gossip key (lockd keygen; 16, 24 or 32 bytes): "+
 		"gossip is encrypted and a node without the key cannot join")
+	fs.BoolVar(&c.ACL, "acl", false, "every HTTP request except GET /v1/status needs a token (Authorization: Bearer); "+
+		"POST /v1/acl/bootstrap makes the first one")
+	fs.IntVar(&c.Limits.Sessions, "max-sessions", 100000, "most live sessions in the cluster (0: no limit)")
+	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
+	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")
+	fs.IntVar(&c.Limits.Waiters, "max-waiters", 100000, "most requests queued in the cluster (0: no limit)")
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),

@@ -143,7 +143,8 @@ func (a *agent) loadTLS(ctx context.Context) error {
 func (a *agent) openRaft() error {
 	cfg := raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
-		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs}
+		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
+		Limits: a.cfg.Limits}
 	if a.tls != nil {
 		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()
 	}
@@ -157,7 +158,7 @@ func (a *agent) openRaft() error {
 
 func (a *agent) serveHTTP() error {
 	apiCfg := api.Config{Node: a.node, HTTPAddr: a.cfg.HTTPAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log,
-		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil}
+		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil, ACL: a.cfg.ACL}
 	if !a.cfg.Dev {
 		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
 		apiCfg.Leave = a.leave

@@ -146,6 +146,9 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 	if err := s.catchUp(ctx, c); err != nil {
 		return nil, err
 	}
+	if err := s.mayFollow(ctx, id); err != nil {
+		return nil, err
+	}
 	st, end := s.awaitRequest(ctx, id, 0, time.Now().Add(min(wait, s.cfg.MaxWait)))
 	switch {
 	case !st.found:
@@ -154,6 +157,22 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 		return nil, stillPending(id, errStoppedWaiting)
 	}
 	return &st.info, nil
+}
+
+// mayFollow checks that the caller owns the session of request id (or is a
+// management token). An unknown request passes: the caller is told it
+// was not found.
+func (s *Service) mayFollow(ctx context.Context, id string) error {
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err == nil {
+			if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
+				err = refusal(lockstate.CodeForbidden, "request %q belongs to another token's session", id)
+			}
+		}
+	})
+	return err
 }
 
 // Cancel withdraws a pending request and returns its state; one granted

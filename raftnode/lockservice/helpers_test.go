@@ -61,7 +61,7 @@ func startService(t *testing.T, cfg raftnode.Config, wrap func(*raftnode.Node) l
 
 func session(t *testing.T, svc *lockservice.Service) lockstate.SessionID {
 	t.Helper()
-	id, err := svc.CreateSession(context.Background(), &lockstate.CreateSession{TTL: 30 * time.Second})
+	id, _, err := svc.CreateSession(context.Background(), &lockstate.CreateSession{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

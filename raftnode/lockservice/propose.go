@@ -28,6 +28,9 @@ const (
 // an election; a proposal whose outcome is unknown is sent again here
 // only when idempotent.
 func (s *Service) propose(ctx context.Context, cmd lockstate.Command, r retry) (*lockstate.Result, uint64, error) {
+	if err := s.withAuth(ctx, cmd); err != nil {
+		return nil, 0, err
+	}
 	if err := cmd.Validate(); err != nil {
 		return nil, 0, err // costs no log entry; apply runs the same check
 	}

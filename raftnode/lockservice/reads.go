@@ -7,15 +7,31 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
+// Page selects part of a list: the items after After, at most Limit of
+// them (0: all).
+type Page struct {
+	After string
+	Limit int
+}
+
 // Locks returns the names with holders, waiters or a lock-delay under
-// prefix ("" for all), in name order.
-func (s *Service) Locks(ctx context.Context, c Consistency, prefix string) ([]lockstate.LockInfo, error) {
+// prefix ("" for all) that the caller may read, in name order, one page
+// of them, and the After of the next page ("" after the last).
+func (s *Service) Locks(ctx context.Context, c Consistency, prefix string, p Page) ([]lockstate.LockInfo, string, error) {
 	if err := s.catchUp(ctx, c); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var out []lockstate.LockInfo
-	s.fsm.Read(func(t *lockstate.Table) { out = t.Locks(prefix) })
-	return out, nil
+	var next string
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err != nil {
+			return
+		}
+		out, next = t.LocksPage(prefix, p.After, p.Limit, func(name string) bool { return mayRead(tok, name) == nil })
+	})
+	return out, next, err
 }
 
 // LockQuery asks for one name. With Block set it is a blocking query: it
@@ -44,6 +60,9 @@ func (s *Service) Lock(ctx context.Context, c Consistency, q LockQuery) (LockVie
 	if err := s.catchUp(ctx, c); err != nil {
 		return LockView{}, err
 	}
+	if err := s.readable(ctx, q.Name); err != nil {
+		return LockView{}, err
+	}
 	if q.Block {
 		wait := q.Wait
 		if wait == 0 {
@@ -70,42 +89,97 @@ func (s *Service) Check(ctx context.Context, c Consistency, name string, token u
 	if err := s.catchUp(ctx, c); err != nil {
 		return false, 0, err
 	}
+	if err := s.readable(ctx, name); err != nil {
+		return false, 0, err
+	}
 	s.fsm.Read(func(t *lockstate.Table) { valid, current = t.Check(name, token) })
 	return valid, current, nil
 }
 
-// Sessions returns every open session, by id.
-func (s *Service) Sessions(ctx context.Context, c Consistency) ([]lockstate.SessionInfo, error) {
-	if err := s.catchUp(ctx, c); err != nil {
-		return nil, err
-	}
-	var out []lockstate.SessionInfo
-	s.fsm.Read(func(t *lockstate.Table) { out = t.Sessions() })
-	return out, nil
+// readable checks, after the read's catchUp, that the caller may read the
+// names.
+func (s *Service) readable(ctx context.Context, names ...string) error {
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err == nil {
+			err = mayRead(tok, names...)
+		}
+	})
+	return err
 }
 
-// Session returns one session, or a session_not_found refusal.
+// Sessions returns the open sessions the caller owns (a management token:
+// all of them), one page of them in key order, and the After of the next
+// page ("" after the last).
+func (s *Service) Sessions(ctx context.Context, c Consistency, p Page) ([]lockstate.SessionInfo, string, error) {
+	if err := s.catchUp(ctx, c); err != nil {
+		return nil, "", err
+	}
+	var out []lockstate.SessionInfo
+	var next string
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err != nil {
+			return
+		}
+		out, next = t.SessionsPage(p.After, p.Limit, func(owner string) bool { return owns(tok, owner) })
+	})
+	return out, next, err
+}
+
+// Session returns one session the caller owns, or a session_not_found
+// refusal.
 func (s *Service) Session(ctx context.Context, c Consistency, id lockstate.SessionID) (lockstate.SessionInfo, error) {
 	if err := s.catchUp(ctx, c); err != nil {
 		return lockstate.SessionInfo{}, err
 	}
 	var info lockstate.SessionInfo
 	var ok bool
-	s.fsm.Read(func(t *lockstate.Table) { info, ok = t.Session(id) })
-	if !ok {
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err == nil {
+			info, ok = t.Session(id)
+			if ok && !owns(tok, info.Owner) {
+				err = refusal(lockstate.CodeForbidden, "session %s belongs to another token", info.Key)
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return lockstate.SessionInfo{}, err
+	case !ok:
 		return info, sessionNotFound(id)
 	}
 	return info, nil
 }
 
-// WaitGraph returns the wait-for graph's edges, sorted.
+// WaitGraph returns the wait-for graph's edges, sorted; management
+// tokens only, as it names every waiting session.
 func (s *Service) WaitGraph(ctx context.Context, c Consistency) ([]lockstate.Edge, error) {
 	if err := s.catchUp(ctx, c); err != nil {
 		return nil, err
 	}
 	var out []lockstate.Edge
-	s.fsm.Read(func(t *lockstate.Table) { out = t.WaitGraph() })
-	return out, nil
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err == nil {
+			if err = mayAdmin(tok); err == nil {
+				out = t.WaitGraph()
+			}
+		}
+	})
+	return out, err
+}
+
+// Authorized checks, as of this node's table, that the caller has a valid
+// token (any rights): for what a token of any kind may see, like the
+// event stream and metrics.
+func (s *Service) Authorized(ctx context.Context) error {
+	return s.readable(ctx)
 }
 
 // Applied is this node's table at one applied index.

@@ -74,6 +74,9 @@ type Config struct {
 	// ProposeTimeout bounds one proposal, keepalive or read-index; 0
 	// means DefaultProposeTimeout.
 	ProposeTimeout time.Duration
+	// ACL makes every call need a caller with a token (WithCaller); once
+	// the cluster is bootstrapped the table demands one anyway.
+	ACL bool
 }
 
 // Service is the lock protocol of one node. Its methods are safe for

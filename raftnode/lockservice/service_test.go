@@ -75,7 +75,7 @@ func TestInvalidCommandIsRefusedBeforeProposing(t *testing.T) {
 		case *lockstate.Acquire:
 			_, err = svc.Acquire(ctx, c)
 		case *lockstate.CreateSession:
-			_, err = svc.CreateSession(ctx, c)
+			_, _, err = svc.CreateSession(ctx, c)
 		case *lockstate.Release:
 			_, err = svc.Release(ctx, c)
 		case *lockstate.Surrender:

@@ -11,15 +11,17 @@ import (
 	"github.com/lockd/lockd/raftnode"
 )
 
-// CreateSession opens a session and returns its id. It is not repeated
-// after an unknown outcome: a second entry would open a second session
-// (an orphan expires after its TTL).
-func (s *Service) CreateSession(ctx context.Context, cmd *lockstate.CreateSession) (lockstate.SessionID, error) {
+// CreateSession opens a session owned by the caller and returns its
+// table id and its public id (the key the leader drew). It is not
+// repeated after an unknown outcome: a second entry would open a second
+// session (an orphan expires after its TTL).
+func (s *Service) CreateSession(ctx context.Context, cmd *lockstate.CreateSession) (lockstate.SessionID, string, error) {
+	cmd.Key, cmd.Limits = "", nil // the leader's to fill in
 	res, _, err := s.propose(ctx, cmd, once)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return res.Session, nil
+	return res.Session, lockstate.PublicID(res.Session, res.Key), nil
 }
 
 // Closed is what closing a session gave back.
@@ -58,19 +60,62 @@ func (s *Service) CloseSession(ctx context.Context, id lockstate.SessionID) (Clo
 	return out, nil
 }
 
-// KeepAlive extends a session's deadline on the leader (no log entry) and
-// returns its TTL.
-func (s *Service) KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Duration, error) {
+// Alive is what a keepalive gives back: the session's TTL and the holds
+// an operator revoked from it lately, so that its client learns it lost
+// them.
+type Alive struct {
+	TTL     time.Duration
+	Revoked []lockstate.Revocation
+}
+
+// KeepAlive extends a session's deadline on the leader (no log entry).
+// Only the session's owner or a management token may; with ACLs on, the
+// owner is checked after a read-index, so a token deleted before the
+// keepalive began is refused.
+func (s *Service) KeepAlive(ctx context.Context, id lockstate.SessionID) (Alive, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProposeTimeout)
 	defer cancel()
+	if err := s.mayUse(ctx, id); err != nil {
+		return Alive{}, err
+	}
 	ttl, err := s.node.KeepAlive(ctx, id)
 	switch {
 	case errors.Is(err, raftnode.ErrSessionNotFound):
-		return 0, sessionNotFound(id)
+		return Alive{}, sessionNotFound(id)
 	case err != nil:
-		return 0, fmt.Errorf("keepalive of session %d: %w", id, err)
+		return Alive{}, fmt.Errorf("keepalive of session %d: %w", id, err)
 	}
-	return ttl, nil
+	alive := Alive{TTL: ttl, Revoked: []lockstate.Revocation{}}
+	s.fsm.Read(func(t *lockstate.Table) {
+		if info, ok := t.Session(id); ok {
+			alive.Revoked = info.Revoked
+		}
+	})
+	return alive, nil
+}
+
+// mayUse checks that the caller may act through session id.
+func (s *Service) mayUse(ctx context.Context, id lockstate.SessionID) error {
+	auth := callerOf(ctx).TokenID
+	if auth == "" && !s.cfg.ACL {
+		var bootstrapped bool
+		s.fsm.Read(func(t *lockstate.Table) { bootstrapped = t.ACLBootstrapped() })
+		if !bootstrapped {
+			return nil
+		}
+	}
+	if auth == "" {
+		return refusal(lockstate.CodeUnauthorized, "a token is required (Authorization: Bearer <secret>)")
+	}
+	if err := s.catchUp(ctx, Linearizable); err != nil {
+		return err
+	}
+	var refused *lockstate.Error
+	s.fsm.Read(func(t *lockstate.Table) { refused = t.MayUse(auth, id) })
+	if refused != nil {
+		return refused
+	}
+	return nil
 }
 
 func sessionNotFound(id lockstate.SessionID) error {

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// The ACL endpoints (docs/api.md): bootstrap, tokens, revoke. What a token
+// may do is the table's to decide (lockstate/acl.go); these handlers only
+// translate.
+
+// Rule is one prefix rule of a token.
+type Rule struct {
+	Prefix string `json:"prefix"`
+	Access string `json:"access"` // read, write or admin
+}
+
+// Token describes a token; Secret only in the answer that created it.
+type Token struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret,omitempty"`
+	Name   string `json:"name"`
+	Rules  []Rule `json:"rules"`
+}
+
+// CreateTokenRequest is the body of POST /v1/acl/tokens.
+type CreateTokenRequest struct {
+	Name  string `json:"name"`
+	Rules []Rule `json:"rules"`
+}
+
+// RevokeRequest is the body of POST /v1/revoke.
+type RevokeRequest struct {
+	Name string `json:"name"`
+}
+
+// RevokedHold is one hold a revoke released.
+type RevokedHold struct {
+	Session SessionID `json:"session"`
+	Name    string    `json:"name"`
+	Token   uint64    `json:"token"`
+}
+
+// RevokeResponse answers POST /v1/revoke.
+type RevokeResponse struct {
+	Revoked []RevokedHold `json:"revoked"`
+}
+
+func tokenJSON(ti lockstate.TokenInfo, secret string) Token {
+	t := Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]Rule, len(ti.Rules))}
+	for i, r := range ti.Rules {
+		t.Rules[i] = Rule{Prefix: r.Prefix, Access: string(r.Access)}
+	}
+	return t
+}
+
+// POST /v1/acl/bootstrap: the first management token, once per cluster.
+func (s *Server) bootstrapACL(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.ACL {
+		s.writeError(w, r, errorf(http.StatusForbidden, CodeForbidden, "ACLs are off on this node: start every node with --acl"))
+		return
+	}
+	tok, err := s.locks.Bootstrap(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("ACLs bootstrapped", "token_id", tok.ID, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, tokenJSON(tok.TokenInfo, tok.Secret))
+}
+
+// POST /v1/acl/tokens
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	var req CreateTokenRequest
+	if err := s.decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rules := make([]lockstate.Rule, len(req.Rules))
+	for i, rule := range req.Rules {
+		rules[i] = lockstate.Rule{Prefix: rule.Prefix, Access: lockstate.Access(rule.Access)}
+	}
+	tok, err := s.locks.CreateToken(r.Context(), req.Name, rules)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("token created", "token_id", tok.ID, "name", tok.Name, "by", callerID(r))
+	writeJSON(w, http.StatusCreated, tokenJSON(tok.TokenInfo, tok.Secret))
+}
+
+// GET /v1/acl/tokens
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	toks, err := s.locks.Tokens(r.Context(), consistency(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]Token, len(toks))
+	for i, ti := range toks {
+		out[i] = tokenJSON(ti, "")
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// DELETE /v1/acl/tokens/{id}
+func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.locks.DeleteToken(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("token deleted", "token_id", id, "by", callerID(r))
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": id})
+}
+
+// POST /v1/revoke: every hold on a name released at once (admin).
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	var req RevokeRequest
+	if err := s.decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	revoked, err := s.locks.Revoke(r.Context(), req.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := RevokeResponse{Revoked: make([]RevokedHold, len(revoked))}
+	for i, rv := range revoked {
+		out.Revoked[i] = RevokedHold{Session: SessionID(rv.Session), Name: rv.Name, Token: rv.Token}
+		s.log.Warn("hold revoked", "name", rv.Name, "session", rv.Session, "token", rv.Token, "by", callerID(r))
+	}
+	s.acl.revokes.Add(float64(len(revoked)))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// mayOperate lets through a request that may change the cluster itself
+// (leave, member removal): one with a client certificate signed by the
+// cluster's CA when Config.OperatorCert, or one with a management token;
+// with neither safeguard configured, anyone (--dev).
+func (s *Server) mayOperate(r *http.Request) error {
+	if s.cfg.OperatorCert && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		return nil
+	}
+	if callerID(r) != "" || s.cfg.ACL {
+		return s.locks.RequireAdmin(r.Context())
+	}
+	if s.cfg.OperatorCert {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized,
+			"%s %s changes the cluster: present a client certificate signed by the cluster's CA (lockd tls cert --client) or a management token",
+			r.Method, r.URL.Path)
+	}
+	return nil
+}

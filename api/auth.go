@@ -1,0 +1,114 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockd/lockd/raftnode/lockservice"
+)
+
+// Authentication (docs/security.md). With Config.ACL every request but
+// the few that carry nothing (GET /v1/status, the dashboard's files, the
+// one-time bootstrap) must present "Authorization: Bearer <secret>". The
+// secret becomes the caller lockservice acts for; what the caller may do
+// is decided there and in the table, against the state the request
+// reads or the entry it writes.
+
+// open reports whether r may come without a token.
+func open(r *http.Request) bool {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/status":
+	case r.Method == http.MethodGet && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")):
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/acl/bootstrap":
+	default:
+		return false
+	}
+	return true
+}
+
+// bearer returns the secret of an "Authorization: Bearer" header.
+func bearer(r *http.Request) (secret string, ok bool, err error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false, nil
+	}
+	scheme, secret, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return "", false, errorf(http.StatusUnauthorized, CodeUnauthorized, "the Authorization header must be \"Bearer <secret>\"")
+	}
+	return strings.TrimSpace(secret), true, nil
+}
+
+// authenticate puts the caller of r into its context. A token is checked
+// whenever one is given, ACLs on or not (a bootstrapped cluster checks
+// every command against one); without one, ACLs on refuse all but open
+// requests.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, has, err := bearer(r)
+		switch {
+		case err != nil:
+			s.writeError(w, r, err)
+			return
+		case !has && s.cfg.ACL && !open(r):
+			s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized,
+				"a token is required: Authorization: Bearer <secret> (lockctl and the Go client read LOCKD_TOKEN)"))
+			return
+		case !has:
+			next.ServeHTTP(w, r)
+			return
+		}
+		caller, err := s.locks.Authenticate(r.Context(), secret)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(lockservice.WithCaller(r.Context(), caller)))
+	})
+}
+
+// callerID is the id of the token r acts with, "" for none.
+func callerID(r *http.Request) string { return lockservice.CallerOf(r.Context()).TokenID }
+
+// aclMetrics counts denials and revokes.
+type aclMetrics struct {
+	denials *prometheus.CounterVec
+	revokes prometheus.Counter
+}
+
+func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
+	m := &aclMetrics{
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockd_acl_denials_total",
+			Help: "Requests refused for their token: unauthorized (none, unknown or deleted) or forbidden (no right).",
+		}, []string{"code"}),
+		revokes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockd_revoked_holds_total",
+			Help: "Holds released by POST /v1/revoke through this node.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.denials, m.revokes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.denials.WithLabelValues(CodeUnauthorized)
+	m.denials.WithLabelValues(CodeForbidden)
+	return m, nil
+}
+
+// denied logs and counts a refusal for the caller's token: its id, never
+// its secret.
+func (s *Server) denied(r *http.Request, e *Error) {
+	if e.Code != CodeUnauthorized && e.Code != CodeForbidden {
+		return
+	}
+	s.acl.denials.WithLabelValues(e.Code).Inc()
+	s.log.Warn("request denied", "method", r.Method, "path", r.URL.Path, "code", e.Code,
+		"token_id", callerID(r), "remote", r.RemoteAddr, "reason", e.Message)
+}
+
+// CodeForbidden: the token lacks the right.
+const CodeForbidden = "forbidden"

@@ -1,0 +1,65 @@
+package raftnode
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/lockstate"
+)
+
+// sessionKeyBytes is the randomness of a session key: 128 bits, 22
+// characters of base64url.
+const sessionKeyBytes = 16
+
+// stamp fills in what only the leader decides, just before it proposes:
+// a new session's key, drawn here so that no client and no follower
+// chooses it, and this node's limits. Entries in formats before
+// fsm.FormatACL carry neither (an older voter could not read them): the
+// session's id in decimal is then its key.
+func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
+	if format < formatACL {
+		return nil
+	}
+	limits := n.limits()
+	switch c := cmd.(type) {
+	case *lockstate.CreateSession:
+		key, err := NewSessionKey()
+		if err != nil {
+			return err
+		}
+		c.Key, c.Limits = key, limits
+	case *lockstate.Acquire:
+		c.Limits = limits
+	}
+	return nil
+}
+
+// limits returns the configured limits, or nil when there are none.
+func (n *Node) limits() *lockstate.Limits {
+	if n.cfg.Limits == (lockstate.Limits{}) {
+		return nil
+	}
+	l := n.cfg.Limits
+	return &l
+}
+
+// NewSessionKey draws a session key: 128 random bits in base64url, never
+// all digits (a decimal key names a session from before keys).
+func NewSessionKey() (string, error) {
+	for {
+		var b [sessionKeyBytes]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("raftnode: draw a session key: %w", err)
+		}
+		key := base64.RawURLEncoding.EncodeToString(b[:])
+		for i := 0; i < len(key); i++ {
+			if key[i] < '0' || key[i] > '9' {
+				return key, nil
+			}
+		}
+	}
+}
+
+const formatACL = fsm.Format(3) // TODO(me): fsm.FormatACL once fsm has it
