@@ -88,6 +88,8 @@ type Client struct {
 	scheme string      // of learned endpoints: the first configured one's, https with TLS
 	tls    *tls.Config // WithTLS or the environment; nil: plain HTTP
 	tlsSet bool        // WithTLS was given: the environment does not count
+	token  string      // ACL secret sent as a bearer token; "" for none
+	tokSet bool        // WithToken was given: LOCKD_TOKEN does not count
 
 	mu        sync.Mutex
 	endpoints []string             // base URLs: configured first, then learned members
@@ -128,6 +130,14 @@ var DefaultRetryPolicy = RetryPolicy{
 
 // Option configures a Client.
 type Option func(*Client)
+
+// EnvToken holds the ACL token's secret the client sends when WithToken
+// is not given.
+const EnvToken = "LOCKD_TOKEN"
+
+// WithToken sets the ACL token's secret sent on every request
+// (Authorization: Bearer); "" sends none, whatever LOCKD_TOKEN says.
+func WithToken(secret string) Option { return func(c *Client) { c.token, c.tokSet = secret, true } }
 
 // WithHTTPClient sets the HTTP client (default: one with no overall
 // timeout, since long-polls last up to the server's maximum wait).
@@ -188,6 +198,9 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if !c.tokSet {
+		c.token = strings.TrimSpace(os.Getenv(EnvToken))
 	}
 	if !c.tlsSet {
 		cfg, err := TLSConfigFromEnv()

@@ -119,6 +119,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 	if c.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if cl.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+	}
 	resp, err := cl.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: %w", c.method, c.path, base, err)
