@@ -167,6 +167,7 @@ func (c *Acquire) apply(t *Table) Result {
 	var canGrantBuf [8]bool
 	var pickBuf [8]int
 	canGrant := canGrantBuf[:0]
+	made := len(t.touched) // ensure appends the nodes it makes
 	for i, sp := range specs {
 		n := t.ensure(sp.Name)
 		canGrant = append(canGrant, t.grantable(r, i, n, s.holds[n] != nil))
@@ -180,6 +181,7 @@ func (c *Acquire) apply(t *Table) Result {
 		if err := c.Limits.checkQueue(t, r); err != nil {
 			delete(t.requests, id) // as if it never came: nothing else has seen r
 			t.seq--
+			t.unmake(made)
 			return Result{Err: err}
 		}
 		r.deadline = t.clock + int64(c.Wait)

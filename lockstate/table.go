@@ -271,18 +271,34 @@ func (t *Table) ensure(name string) *node {
 func (t *Table) collect() {
 	for _, n := range t.touched {
 		for n != nil && t.nodes[n.name] == n && !n.inUse() && n.children.first == nil && n.delayUntil == 0 && n.queue().upgrades.size == 0 {
-			delete(t.nodes, n.name)
 			t.forgotten = t.index
-			p := n.parent
-			if p != nil {
-				p.children.remove(n)
-			} else {
-				t.roots.remove(n)
-			}
-			n = p
+			n = t.unlink(n)
 		}
 	}
 	t.touched = t.touched[:0]
+}
+
+// unlink removes n, which holds nothing, from the table and returns its
+// parent.
+func (t *Table) unlink(n *node) *node {
+	delete(t.nodes, n.name)
+	p := n.parent
+	if p != nil {
+		p.children.remove(n)
+	} else {
+		t.roots.remove(n)
+	}
+	return p
+}
+
+// unmake removes the nodes ensure made since t.touched had mark entries,
+// newest first, as if they had never been: for a request refused after it
+// looked at its names. They hold nothing and nobody saw them.
+func (t *Table) unmake(mark int) {
+	for i := len(t.touched) - 1; i >= mark; i-- {
+		t.unlink(t.touched[i])
+	}
+	t.touched = t.touched[:mark]
 }
 
 // ---- grants ---------------------------------------------------------------
