@@ -248,7 +248,7 @@ func TestLimits(t *testing.T) {
 	d.refused(acq(c, time.Minute, "x"), CodeLimit) // one waiter on x already
 	d.must(acq(c, time.Minute, "y"))
 	d.refused(acq(e, time.Minute, "x/sub"), CodeLimit) // two waiters in the table
-	d.must(acq(e, time.Minute, "free"))                 // granted at once: queues nothing
+	d.must(acq(e, time.Minute, "free"))                // granted at once: queues nothing
 	d.must(&CloseSession{Session: b})
 	d.must(acq(e, time.Minute, "x/sub")) // room again
 }
