@@ -42,9 +42,9 @@ func bearer(r *http.Request) (secret string, ok bool, err error) {
 }
 
 // authenticate puts the caller of r into its context. A token is checked
-// whenever one is given, ACLs on or not (a bootstrapped cluster checks
-// every command against one); without one, ACLs on refuse all but open
-// requests.
+// whenever one is given, ACLs on or not; without one, all but open
+// requests are refused while ACLs are on here or the cluster has been
+// bootstrapped (a node started without --acl by mistake stays closed).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, has, err := bearer(r)
@@ -52,7 +52,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		case err != nil:
 			s.writeError(w, r, err)
 			return
-		case !has && s.cfg.ACL && !open(r):
+		case !has && (s.cfg.ACL || s.locks.Bootstrapped()) && !open(r):
 			s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized,
 				"a token is required: Authorization: Bearer <secret> (lockctl and the Go client read LOCKD_TOKEN)"))
 			return

@@ -112,6 +112,9 @@ func owns(tok *lockstate.TokenInfo, owner string) bool {
 // apply, against the tokens of that entry.
 func (s *Service) withAuth(ctx context.Context, cmd lockstate.Command) error {
 	auth := callerOf(ctx).TokenID
+	if _, bootstrap := cmd.(*lockstate.BootstrapACL); bootstrap {
+		return nil // the one command nobody can have a token for yet
+	}
 	if auth == "" && s.cfg.ACL {
 		return refusal(lockstate.CodeUnauthorized, "a token is required (Authorization: Bearer <secret>)")
 	}
@@ -251,6 +254,13 @@ func (s *Service) ResolveSession(ctx context.Context, key string) (lockstate.Ses
 		return id, nil
 	}
 	return 0, refusal(lockstate.CodeNoSession, "session %q not found", key)
+}
+
+// Bootstrapped reports whether this node's table has ACLs bootstrapped.
+func (s *Service) Bootstrapped() bool {
+	var b bool
+	s.fsm.Read(func(t *lockstate.Table) { b = t.ACLBootstrapped() })
+	return b
 }
 
 // CallerOf returns the caller ctx carries (the zero Caller for nobody).

@@ -1,0 +1,198 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/raftnode"
+)
+
+// aclCluster starts three nodes with ACLs on and returns them leader
+// first.
+func aclCluster(t *testing.T) []*testNode {
+	t.Helper()
+	ps := &peers{}
+	opts := nodeOptions{api: func(c *api.Config) { c.ACL = true }}
+	ns := []*testNode{startNode(t, "n1", ps, opts), startNode(t, "n2", ps, opts), startNode(t, "n3", ps, opts)}
+	var servers []raftnode.Server
+	for _, n := range ns {
+		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
+	}
+	if err := ns[0].node.Bootstrap(servers); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "a leader", func() bool {
+		for i, n := range ns {
+			if n.node.Status().State == "leader" {
+				ns[0], ns[i] = ns[i], ns[0]
+				return true
+			}
+		}
+		return false
+	})
+	return ns
+}
+
+// call sends a request with a bearer token ("" for none) and a JSON body.
+func (n *testNode) call(token, method, path string, body any) resp {
+	n.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		js, _ := json.Marshal(body)
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequest(method, n.ts.URL+path, rd)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, body: b, header: res.Header}
+}
+
+// as is call that must answer want, decoding into out.
+func (n *testNode) as(token string, want int, method, path string, body, out any) resp {
+	n.t.Helper()
+	r := n.call(token, method, path, body)
+	if r.status != want {
+		n.t.Fatalf("%s %s as %.8s: got %s, want %d", method, path, token, r, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			n.t.Fatalf("%s %s: decode %s: %v", method, path, r.body, err)
+		}
+	}
+	return r
+}
+
+func (n *testNode) deniedAs(token string, status int, code, method, path string, body any) {
+	n.t.Helper()
+	checkErr(n.t, n.call(token, method, path, body), status, code, method+" "+path)
+}
+
+// TestACLAcceptance is the check, on a 3-node cluster with ACLs
+// on, every request through a follower unless it says otherwise.
+func TestACLAcceptance(t *testing.T) {
+	ns := aclCluster(t)
+	leader, f1, f2 := ns[0], ns[1], ns[2]
+
+	// No token: 401, except status.
+	f1.deniedAs("", http.StatusUnauthorized, "unauthorized", "GET", "/v1/locks", nil)
+	f1.deniedAs("", http.StatusUnauthorized, "unauthorized", "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
+	f1.as("", http.StatusOK, "GET", "/v1/status", nil, nil)
+	f1.deniedAs("not-a-token", http.StatusUnauthorized, "unauthorized", "GET", "/v1/locks", nil)
+
+	// Bootstrap once; a second one is 403.
+	var root api.Token
+	f1.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
+	if root.Secret == "" || len(root.Rules) != 1 || root.Rules[0].Access != "admin" {
+		t.Fatalf("bootstrap token %+v", root)
+	}
+	f2.deniedAs("", http.StatusForbidden, "forbidden", "POST", "/v1/acl/bootstrap", nil)
+
+	var jobs, other api.Token
+	f2.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
+		map[string]any{"name": "jobs", "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}, &jobs)
+	f1.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
+		map[string]any{"name": "other", "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}, &other)
+	f1.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/acl/tokens", nil)
+	var listed []api.Token
+	f2.as(root.Secret, http.StatusOK, "GET", "/v1/acl/tokens", nil, &listed)
+	if len(listed) != 3 {
+		t.Fatalf("token list %+v", listed)
+	}
+	for _, tok := range listed {
+		if tok.Secret != "" {
+			t.Fatalf("token list shows a secret: %+v", tok)
+		}
+	}
+
+	// A token limited to jobs/ cannot touch other/; session ids are opaque.
+	var s api.Session
+	f1.as(jobs.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
+	if len(s.ID) < 20 || strings.Trim(string(s.ID), "0123456789") == "" {
+		t.Fatalf("session id %q is not opaque", s.ID)
+	}
+	lock := func(name string) map[string]any {
+		return map[string]any{"session": s.ID, "locks": []map[string]any{{"name": name}}}
+	}
+	var g api.AcquireResponse
+	f2.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire", lock("jobs/a"), &g)
+	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/acquire", lock("other/a"))
+	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/acquire",
+		map[string]any{"session": s.ID, "locks": []map[string]any{{"name": "jobs/b"}, {"name": "other/b"}}})
+	f1.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/locks/other/a", nil)
+
+	// Another token cannot release, keep alive or close the first one's session.
+	f1.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/release", map[string]any{"session": s.ID, "name": "jobs/a"})
+	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil)
+	f1.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "DELETE", "/v1/sessions/"+string(s.ID), nil)
+	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/sessions/"+string(s.ID), nil)
+	var mine []api.Session
+	f2.as(other.Secret, http.StatusOK, "GET", "/v1/sessions", nil, &mine)
+	if len(mine) != 0 {
+		t.Fatalf("another token lists %d sessions, want none", len(mine))
+	}
+	// An unknown session is 404 whatever it looks like.
+	f1.deniedAs(jobs.Secret, http.StatusNotFound, "session_not_found", "POST", "/v1/sessions/no-such-session/keepalive", nil)
+
+	// Revoke: admin only; /v1/check says the token is invalid; the holder's
+	// session says what it lost.
+	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/revoke", map[string]any{"name": "jobs/a"})
+	var rv api.RevokeResponse
+	f1.as(root.Secret, http.StatusOK, "POST", "/v1/revoke", map[string]any{"name": "jobs/a"}, &rv)
+	if len(rv.Revoked) != 1 || rv.Revoked[0].Session != s.ID || rv.Revoked[0].Token != g.Token {
+		t.Fatalf("revoked %+v, want session %s token %d", rv.Revoked, s.ID, g.Token)
+	}
+	var chk api.CheckResponse
+	f2.as(jobs.Secret, http.StatusOK, "GET", "/v1/check?name=jobs/a&token="+itoa(g.Token), nil, &chk)
+	if chk.Valid {
+		t.Fatalf("check after revoke: %+v", chk)
+	}
+	var ka api.KeepAliveResponse
+	f2.as(jobs.Secret, http.StatusOK, "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil, &ka)
+	if len(ka.Revoked) != 1 || ka.Revoked[0].Name != "jobs/a" || ka.Revoked[0].Token != g.Token {
+		t.Fatalf("keepalive's revocations %+v", ka.Revoked)
+	}
+
+	// Paging.
+	for _, name := range []string{"jobs/p1", "jobs/p2", "jobs/p3"} {
+		f1.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire", lock(name), nil)
+	}
+	var page []api.Lock
+	r := f2.as(root.Secret, http.StatusOK, "GET", "/v1/locks?limit=2", nil, &page)
+	if len(page) != 2 || r.header.Get("X-Next-After") != page[1].Name {
+		t.Fatalf("page of 2: %d locks, X-Next-After %q", len(page), r.header.Get("X-Next-After"))
+	}
+	r = f2.as(root.Secret, http.StatusOK, "GET", "/v1/locks?limit=2&after="+page[1].Name, nil, &page)
+	if len(page) != 1 || page[0].Name != "jobs/p3" || r.header.Get("X-Next-After") != "" {
+		t.Fatalf("last page: %+v, X-Next-After %q", page, r.header.Get("X-Next-After"))
+	}
+
+	// A deleted token gets 401 at once, on every node.
+	leader.as(root.Secret, http.StatusOK, "DELETE", "/v1/acl/tokens/"+jobs.ID, nil, nil)
+	for _, n := range ns {
+		n.deniedAs(jobs.Secret, http.StatusUnauthorized, "unauthorized", "GET", "/v1/locks", nil)
+		n.deniedAs(jobs.Secret, http.StatusUnauthorized, "unauthorized", "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil)
+	}
+	// Its session lives on; an admin may close it.
+	f1.as(root.Secret, http.StatusOK, "DELETE", "/v1/sessions/"+string(s.ID), nil, nil)
+}
+
+func itoa(v uint64) string { b, _ := json.Marshal(v); return string(b) }
