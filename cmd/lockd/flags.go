@@ -141,6 +141,9 @@ func (c *config) check() error {
 		return fmt.Errorf("--unsafe %q: the only mode is %q", c.Unsafe, unsafeNoConsensus)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
+	case min(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) < 0 ||
+		max(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) > 1<<30:
+		return errors.New("--max-sessions, --max-holds-per-session, --max-waiters-per-name and --max-waiters must be in [0, 2^30]")
 	}
 	if err := c.checkSecurity(); err != nil {
 		return err
