@@ -120,9 +120,37 @@ const (
 	//
 	//	ChecksummedType, CRC-32C (Castagnoli) of the bare command (4 bytes, big endian), bare command
 	FormatChecksummed Format = 2
+	// FormatACL (issue 11) is FormatChecksummed whose commands may carry
+	// the fields and types of client trust: session keys, Auth, Limits,
+	// Revoke and the ACL token commands. An older build would refuse such
+	// an entry (its decoders know only their own fields), so a leader
+	// writes them only once every voter applies this format.
+	FormatACL Format = 3
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatChecksummed
+	NewestFormat = FormatACL
 )
+
+// needsACLFormat reports whether cmd can only be written in FormatACL or
+// later.
+func needsACLFormat(cmd lockstate.Command) bool {
+	switch c := cmd.(type) {
+	case *lockstate.CreateSession:
+		return c.Key != "" || c.Auth != "" || c.Limits != nil
+	case *lockstate.CloseSession:
+		return c.Auth != ""
+	case *lockstate.Acquire:
+		return c.Auth != "" || c.Limits != nil
+	case *lockstate.Release:
+		return c.Auth != ""
+	case *lockstate.Surrender:
+		return c.Auth != ""
+	case *lockstate.Cancel:
+		return c.Auth != ""
+	case *lockstate.Revoke, *lockstate.BootstrapACL, *lockstate.CreateToken, *lockstate.DeleteToken:
+		return true
+	}
+	return false
+}
 
 // Encode returns the log entry for cmd proposed at now (the leader's clock,
 // Unix nanoseconds) in NewestFormat.
@@ -139,6 +167,10 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	}
 	if reflect.ValueOf(cmd).IsNil() {
 		return nil, fmt.Errorf("fsm: encode: nil %T", cmd)
+	}
+	if f < FormatACL && needsACLFormat(cmd) {
+		return nil, fmt.Errorf("fsm: encode: %s carries ACL fields, which log format %d cannot: "+
+			"every voter must run a build that applies format %d first", t, f, FormatACL)
 	}
 	var buf bytes.Buffer
 	buf.Grow(64)

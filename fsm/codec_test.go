@@ -34,6 +34,43 @@ func sampleCommands() []lockstate.Command {
 		&lockstate.Cancel{Session: 7, RequestID: "req-1"},
 		&lockstate.Cancel{RequestID: "req-2"},
 		&lockstate.Tick{},
+		// The fields and commands of FormatACL.
+		&lockstate.CreateSession{Name: "w", TTL: time.Second, Key: "k0123456789abcdefghijK", Auth: testTokenID,
+			Limits: &lockstate.Limits{Sessions: 1, HoldsPerSession: 2, WaitersPerName: 3, Waiters: 4}},
+		&lockstate.CloseSession{Session: 42, Auth: testTokenID},
+		&lockstate.Acquire{Session: 7, RequestID: "req-3", Auth: testTokenID, Limits: &lockstate.Limits{Waiters: 9},
+			Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Write}}},
+		&lockstate.Release{Session: 7, Name: "a", Auth: testTokenID},
+		&lockstate.Surrender{Session: 7, Name: "a", Auth: testTokenID},
+		&lockstate.Cancel{Session: 7, RequestID: "req-3", Auth: testTokenID},
+		&lockstate.Revoke{Name: "jobs/a", Auth: testTokenID},
+		&lockstate.BootstrapACL{ID: testTokenID, Hash: testTokenHash},
+		&lockstate.CreateToken{Auth: testTokenID, ID: testTokenID, Hash: testTokenHash, Name: "jobs",
+			Rules: []lockstate.Rule{{Prefix: "jobs/", Access: lockstate.AccessWrite}, {Prefix: "", Access: lockstate.AccessRead}}},
+		&lockstate.DeleteToken{Auth: testTokenID, ID: testTokenID},
+	}
+}
+
+const (
+	testTokenID   = "0f0e0d0c-0b0a-4908-8706-050403020100"
+	testTokenHash = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+)
+
+// TestFormatGate: a command with ACL fields is not written in a format an
+// older voter cannot apply; one without them is, byte for byte as before.
+func TestFormatGate(t *testing.T) {
+	for _, cmd := range sampleCommands() {
+		_, errOld := EncodeFormat(FormatChecksummed, 1, cmd)
+		_, errNew := EncodeFormat(FormatACL, 1, cmd)
+		if errNew != nil {
+			t.Fatalf("%T in FormatACL: %v", cmd, errNew)
+		}
+		if (errOld != nil) != needsACLFormat(cmd) {
+			t.Errorf("%#v in FormatChecksummed: error %v, needs ACL format %v", cmd, errOld, needsACLFormat(cmd))
+		}
+	}
+	if !needsACLFormat(&lockstate.Revoke{Name: "a"}) || needsACLFormat(&lockstate.Acquire{Session: 1}) {
+		t.Fatal("needsACLFormat misjudges")
 	}
 }
 
@@ -47,6 +84,10 @@ func TestCodecRoundTrip(t *testing.T) {
 		reflect.TypeFor[*lockstate.Surrender]():     SurrenderType,
 		reflect.TypeFor[*lockstate.Cancel]():        CancelType,
 		reflect.TypeFor[*lockstate.Tick]():          TickType,
+		reflect.TypeFor[*lockstate.Revoke]():        RevokeType,
+		reflect.TypeFor[*lockstate.BootstrapACL]():  BootstrapACLType,
+		reflect.TypeFor[*lockstate.CreateToken]():   CreateTokenType,
+		reflect.TypeFor[*lockstate.DeleteToken]():   DeleteTokenType,
 	}
 	seen := make(map[MessageType]bool)
 	for _, now := range []int64{0, 1, -1, 1_700_000_000_123_456_789, 1<<63 - 1, -1 << 63} {
@@ -151,10 +192,10 @@ func TestDecodeUnknownType(t *testing.T) {
 		ignorable bool
 	}{
 		{0, false},
-		{9, false},
+		{13, false},
 		{0x7e, false},
 		{IgnoreUnknownFlag, true},
-		{IgnoreUnknownFlag | 9, true},
+		{IgnoreUnknownFlag | 13, true},
 		{0xfe, true},
 	} {
 		// Bare, as older builds wrote entries, and in the envelope: an

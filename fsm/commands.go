@@ -16,6 +16,11 @@ const (
 	SurrenderType     MessageType = 6
 	CancelType        MessageType = 7
 	TickType          MessageType = 8
+	// Since FormatACL (issue 11):
+	RevokeType       MessageType = 9
+	BootstrapACLType MessageType = 10
+	CreateTokenType  MessageType = 11
+	DeleteTokenType  MessageType = 12
 )
 
 // ChecksummedType is not a command: it marks the envelope Encode writes
@@ -39,6 +44,10 @@ var commandTypes = [IgnoreUnknownFlag]commandType{
 	SurrenderType:     row("surrender", decodeSurrender),
 	CancelType:        row("cancel", decodeCancel),
 	TickType:          row("tick", decodeTick),
+	RevokeType:        row("revoke", decodeRevoke),
+	BootstrapACLType:  row("bootstrap_acl", decodeBootstrapACL),
+	CreateTokenType:   row("create_token", decodeCreateToken),
+	DeleteTokenType:   row("delete_token", decodeDeleteToken),
 }
 
 // The decoders below read each command's map by the msgpack tags of its
@@ -48,8 +57,14 @@ var commandTypes = [IgnoreUnknownFlag]commandType{
 // here.
 
 func decodeCreateSession(r *mpReader, c *lockstate.CreateSession) error {
-	return r.readStruct(5, func(k []byte) (bool, error) {
+	return r.readStruct(8, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "key":
+			return true, readString(r, &c.Key)
+		case "auth":
+			return true, readString(r, &c.Auth)
+		case "limits":
+			return true, decodeLimits(r, &c.Limits)
 		case "name":
 			return true, readString(r, &c.Name)
 		case "ttl":
@@ -66,9 +81,12 @@ func decodeCreateSession(r *mpReader, c *lockstate.CreateSession) error {
 }
 
 func decodeCloseSession(r *mpReader, c *lockstate.CloseSession) error {
-	return r.readStruct(1, func(k []byte) (bool, error) {
-		if string(k) == "session" {
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "session":
 			return true, readUint(r, &c.Session)
+		case "auth":
+			return true, readString(r, &c.Auth)
 		}
 		return false, nil
 	})
@@ -84,8 +102,12 @@ func decodeExpireSession(r *mpReader, c *lockstate.ExpireSession) error {
 }
 
 func decodeAcquire(r *mpReader, c *lockstate.Acquire) error {
-	return r.readStruct(6, func(k []byte) (bool, error) {
+	return r.readStruct(8, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
+		case "limits":
+			return true, decodeLimits(r, &c.Limits)
 		case "session":
 			return true, readUint(r, &c.Session)
 		case "request_id":
@@ -120,8 +142,10 @@ func decodeLockSpec(r *mpReader, sp *lockstate.LockSpec) error {
 }
 
 func decodeRelease(r *mpReader, c *lockstate.Release) error {
-	return r.readStruct(3, func(k []byte) (bool, error) {
+	return r.readStruct(4, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
 		case "session":
 			return true, readUint(r, &c.Session)
 		case "name":
@@ -134,8 +158,10 @@ func decodeRelease(r *mpReader, c *lockstate.Release) error {
 }
 
 func decodeSurrender(r *mpReader, c *lockstate.Surrender) error {
-	return r.readStruct(2, func(k []byte) (bool, error) {
+	return r.readStruct(3, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
 		case "session":
 			return true, readUint(r, &c.Session)
 		case "name":
@@ -146,8 +172,10 @@ func decodeSurrender(r *mpReader, c *lockstate.Surrender) error {
 }
 
 func decodeCancel(r *mpReader, c *lockstate.Cancel) error {
-	return r.readStruct(2, func(k []byte) (bool, error) {
+	return r.readStruct(3, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
 		case "session":
 			return true, readUint(r, &c.Session)
 		case "request_id":
@@ -159,4 +187,94 @@ func decodeCancel(r *mpReader, c *lockstate.Cancel) error {
 
 func decodeTick(r *mpReader, _ *lockstate.Tick) error {
 	return r.readStruct(0, func([]byte) (bool, error) { return false, nil })
+}
+
+// decodeLimits reads a Limits map; nil reads as no Limits.
+func decodeLimits(r *mpReader, p **lockstate.Limits) error {
+	if r.pos < len(r.b) && r.b[r.pos] == 0xc0 {
+		r.pos++
+		*p = nil
+		return nil
+	}
+	l := new(lockstate.Limits)
+	*p = l
+	return r.readStruct(4, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "sessions":
+			return true, readInt(r, &l.Sessions)
+		case "holds_per_session":
+			return true, readInt(r, &l.HoldsPerSession)
+		case "waiters_per_name":
+			return true, readInt(r, &l.WaitersPerName)
+		case "waiters":
+			return true, readInt(r, &l.Waiters)
+		}
+		return false, nil
+	})
+}
+
+func decodeRevoke(r *mpReader, c *lockstate.Revoke) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "name":
+			return true, readString(r, &c.Name)
+		case "auth":
+			return true, readString(r, &c.Auth)
+		}
+		return false, nil
+	})
+}
+
+func decodeBootstrapACL(r *mpReader, c *lockstate.BootstrapACL) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "id":
+			return true, readString(r, &c.ID)
+		case "hash":
+			return true, readString(r, &c.Hash)
+		}
+		return false, nil
+	})
+}
+
+func decodeCreateToken(r *mpReader, c *lockstate.CreateToken) error {
+	return r.readStruct(5, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
+		case "id":
+			return true, readString(r, &c.ID)
+		case "hash":
+			return true, readString(r, &c.Hash)
+		case "name":
+			return true, readString(r, &c.Name)
+		case "rules":
+			return true, readSlice(r, &c.Rules, func(rule *lockstate.Rule) error { return decodeRule(r, rule) })
+		}
+		return false, nil
+	})
+}
+
+func decodeRule(r *mpReader, rule *lockstate.Rule) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "prefix":
+			return true, readString(r, &rule.Prefix)
+		case "access":
+			return true, readString(r, &rule.Access)
+		}
+		return false, nil
+	})
+}
+
+func decodeDeleteToken(r *mpReader, c *lockstate.DeleteToken) error {
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
+		case "id":
+			return true, readString(r, &c.ID)
+		}
+		return false, nil
+	})
 }

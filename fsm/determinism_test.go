@@ -87,11 +87,15 @@ func (c eventCounts) add(res *lockstate.Result) {
 // into a third FSM that already holds other state, and from then on
 // compares all three.
 func runReplicated(t testing.TB, src source, entries, snapAt int, done func() bool) eventCounts {
+	return runReplicatedGen(t, newGen(src), entries, snapAt, done)
+}
+
+// runReplicatedGen is runReplicated with the generator g.
+func runReplicatedGen(t testing.TB, g *gen, entries, snapAt int, done func() bool) eventCounts {
 	a, b := newTestFSM(t), newTestFSM(t)
 	c := newTestFSM(t)
 	seedOther(t, c) // a restore must replace this, not merge with it
 	var replicas []*testFSM = []*testFSM{b}
-	g := newGen(src)
 	counts := eventCounts{}
 	for i := 1; i <= entries && !done(); i++ {
 		index := uint64(i)
@@ -167,6 +171,40 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
+// TestDeterminismWithACL is TestDeterminism with ACL tokens, session keys
+// and owners, revokes and limits in the log (snapshot format 3).
+func TestDeterminismWithACL(t *testing.T) {
+	entries, seeds := 3000, []uint64{7, 8, 9}
+	if testing.Short() || raceEnabled {
+		entries, seeds = 1000, seeds[:1]
+	}
+	total := eventCounts{}
+	codes := map[lockstate.Code]int{}
+	for _, seed := range seeds {
+		t.Run("seed="+itoa(int(seed)), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, seed^0x51f15e))
+			g := newGen(r)
+			g.acl = &aclGen{}
+			counts := runReplicatedGen(t, g, entries, entries/4+r.IntN(entries/2), func() bool { return false })
+			for k, n := range counts {
+				total[k] += n
+			}
+			for c, n := range g.acl.codes {
+				codes[c] += n
+			}
+		})
+	}
+	t.Logf("events %v, refusals %v", total, codes)
+	if total[lockstate.EvRevoked] == 0 || total[lockstate.EvGranted] == 0 {
+		t.Errorf("the workload revoked %d and granted %d", total[lockstate.EvRevoked], total[lockstate.EvGranted])
+	}
+	for _, c := range []lockstate.Code{lockstate.CodeUnauthorized, lockstate.CodeForbidden, lockstate.CodeLimit} {
+		if codes[c] == 0 {
+			t.Errorf("no %s refusals: the workload does not reach the ACL paths", c)
+		}
+	}
+}
+
 // TestRestoreCorruptKeepsState restores damaged copies of a real snapshot
 // into an FSM with other state: every one must fail and change nothing. In
 // format 2 every damage is caught; in format 1, which has no checksums,
@@ -179,14 +217,14 @@ func TestRestoreCorruptKeepsState(t *testing.T) {
 		g.observe(cmd, src.applyAt(uint64(i), g.now, cmd))
 	}
 	current := snapshotBytes(t, src.FSM)
-	for _, format := range []int{SnapshotFormat, snapshotFormat1} {
+	for _, format := range []int{snapshotFormat2, snapshotFormat1} {
 		good := current
 		if format == snapshotFormat1 {
 			good = legacySnapshot(t, current)
 		}
 		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) {
 			flipped := restoreDamaged(t, src.FSM, good)
-			if format == SnapshotFormat && flipped > 0 {
+			if format == snapshotFormat2 && flipped > 0 {
 				t.Fatalf("%d single-byte changes of 2000 restored", flipped)
 			}
 		})

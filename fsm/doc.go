@@ -50,11 +50,17 @@
 // NewestFormat whatever the voters run: a follower forwarding a command to
 // a leader on the old build with Encode gets it refused.
 //
-// Snapshots are not gated: Persist always writes SnapshotFormat, which a
-// build before it refuses ("snapshot format 2"). A voter still on the old
-// build cannot install a snapshot from an upgraded leader (raft retries
-// until it is upgraded), and a node that has taken a format 2 snapshot
-// cannot go back to the old build.
+// FormatACL (issue 11) adds fields to commands and four commands; a
+// leader writes them only once every voter applies it (EncodeFormat
+// refuses them in older formats), so ACLs, session keys and limits start
+// working once the last voter is upgraded.
+//
+// Snapshots are gated by content only: Persist writes format 3 for a table
+// that has ACL state, session keys or revocations, which only FormatACL
+// entries can create, and format 2 otherwise. A voter on the build before
+// issue 10 cannot install a format 2 snapshot from an upgraded leader
+// (raft retries until it is upgraded), and a node that has taken a
+// snapshot cannot go back to a build that does not read its format.
 //
 // Readers look at the table under a read lock (FSM.Read), wait for the
 // FSM's own applied index (FSM.WaitApplied, FSM.Changed) and follow what

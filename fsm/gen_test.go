@@ -49,6 +49,7 @@ type gen struct {
 	sessions []lockstate.SessionID // created and not known to be ended
 	reqs     []string              // request ids seen, for releases, cancels and retries
 	nextReq  int
+	acl      *aclGen // nil: a log without ACLs, as before issue 11
 }
 
 func newGen(src source) *gen {
@@ -70,6 +71,15 @@ func (g *gen) session() lockstate.SessionID {
 
 // next returns the next command and moves the clock.
 func (g *gen) next(f *FSM) lockstate.Command {
+	cmd := g.nextPlain(f)
+	if g.acl != nil {
+		cmd = g.aclize(cmd)
+	}
+	return cmd
+}
+
+// nextPlain is next without ACLs.
+func (g *gen) nextPlain(f *FSM) lockstate.Command {
 	switch g.src.IntN(10) {
 	case 0, 1, 2, 3:
 		g.now += int64(g.src.IntN(300)) * int64(time.Millisecond)
@@ -255,6 +265,9 @@ func (g *gen) bad() lockstate.Command {
 
 // observe learns session and request ids from a command's result.
 func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
+	if g.acl != nil {
+		g.aclObserve(cmd, res)
+	}
 	if res == nil || res.Err != nil {
 		return
 	}

@@ -41,6 +41,11 @@ var recordKinds = []recordKind{
 	kind(appendRequest, decodeRequest),
 	kind(appendLockSpec, decodeLockSpec),
 	kind(appendGrant, decodeGrant),
+	kind(appendSessionExtra, decodeSessionExtra),
+	kind(appendRevocation, decodeRevocation),
+	kind(appendACL, decodeACL),
+	kind(appendToken, decodeToken),
+	kind(appendRule, decodeRule),
 }
 
 // kindOf returns the recordKinds index of *T.

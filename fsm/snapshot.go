@@ -39,7 +39,17 @@ import (
 // records before recEnd. The stream ends after the last chunk. A chunk
 // holds whole records, as many as fit, or a chunkSize piece of a longer
 // record (see chunkWriter); the reader relies on this only to name records.
-const SnapshotFormat = 2
+//
+// Format 3 (issue 11) is format 2 with three more record types after the
+// requests: session extras, the ACL state and tokens. Persist writes it
+// only for a table that has any of them, and format 2 otherwise, byte for
+// byte as before: a cluster that does not use ACLs, session keys or
+// revocation can still send its snapshots to a node of the build before.
+const SnapshotFormat = 3
+
+// snapshotFormat2 is format 3 without the ACL records, still written for a
+// table that has none.
+const snapshotFormat2 = 2
 
 // snapshotFormat1 is the format before checksums, still read.
 const snapshotFormat1 = 1
@@ -63,10 +73,27 @@ const (
 	recNode    recordType = 4 // lockstate.NodeRecord
 	recRequest recordType = 5 // lockstate.RequestRecord
 	recEnd     recordType = 6 // no body in format 1; the trailer in format 2; nothing may follow
+	// Format 3, between the requests and recEnd:
+	recSessionExtra recordType = 7 // lockstate.SessionExtraRecord
+	recACL          recordType = 8 // lockstate.ACLRecord
+	recToken        recordType = 9 // lockstate.TokenRecord
 )
 
 var recordNames = [...]string{recHeader: "header", recTable: "table header", recSession: "session",
-	recNode: "node", recRequest: "request", recEnd: "end"}
+	recNode: "node", recRequest: "request", recEnd: "end", recSessionExtra: "session extra", recACL: "acl",
+	recToken: "token"}
+
+// position is a record type's place in the stream (tags are not in stream
+// order since format 3 put records before recEnd).
+func (t recordType) position() int {
+	if t >= recSessionExtra && t <= recToken {
+		return int(t) - 1 // after recRequest (5), before recEnd
+	}
+	if t == recEnd {
+		return int(recToken)
+	}
+	return int(t)
+}
 
 func (t recordType) String() string {
 	if int(t) < len(recordNames) && recordNames[t] != "" {
@@ -89,6 +116,9 @@ type snapshot struct {
 	sessions []lockstate.SessionRecord
 	nodes    []lockstate.NodeRecord
 	requests []lockstate.RequestRecord
+	extras   []lockstate.SessionExtraRecord
+	acl      []lockstate.ACLRecord // zero or one
+	tokens   []lockstate.TokenRecord
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -113,6 +143,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 			s.nodes = append(s.nodes, r)
 		case lockstate.RequestRecord:
 			s.requests = append(s.requests, r)
+		case lockstate.SessionExtraRecord:
+			s.extras = append(s.extras, r)
+		case lockstate.ACLRecord:
+			s.acl = append(s.acl, r)
+		case lockstate.TokenRecord:
+			s.tokens = append(s.tokens, r)
 		default:
 			return fmt.Errorf("unexpected export record %T", rec)
 		}
@@ -120,6 +156,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm: snapshot at index %d: %w", s.header.Applied, err)
+	}
+	if len(s.extras)+len(s.acl)+len(s.tokens) == 0 {
+		s.header.Format = snapshotFormat2
 	}
 	return s, nil
 }
@@ -157,8 +196,18 @@ func (s *snapshot) write(w io.Writer) error {
 	if b, err = putAll(cw, b, recRequest, s.requests, appendRequest); err != nil {
 		return err
 	}
+	if b, err = putAll(cw, b, recSessionExtra, s.extras, appendSessionExtra); err != nil {
+		return err
+	}
+	if b, err = putAll(cw, b, recACL, s.acl, appendACL); err != nil {
+		return err
+	}
+	if b, err = putAll(cw, b, recToken, s.tokens, appendToken); err != nil {
+		return err
+	}
 	n := len(b)
-	tr := snapshotTrailer{Records: uint64(2 + len(s.sessions) + len(s.nodes) + len(s.requests))}
+	tr := snapshotTrailer{Records: uint64(2 + len(s.sessions) + len(s.nodes) + len(s.requests) +
+		len(s.extras) + len(s.acl) + len(s.tokens))}
 	if b = appendTrailer(appendTag(b, recEnd), &tr); len(b) > chunkSize {
 		if b, err = cw.flush(b, n); err != nil {
 			return err
@@ -319,11 +368,12 @@ func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	rr := &recordReader{br: br, last: recHeader, count: 1}
 	switch hdr.Format {
 	case snapshotFormat1:
-	case SnapshotFormat:
+	case snapshotFormat2, SnapshotFormat:
 		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
 		rr.br = bufio.NewReaderSize(cr, 64<<10)
+		rr.acl = hdr.Format == SnapshotFormat
 	default:
-		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d and %d", hdr.Format, snapshotFormat1, SnapshotFormat)
+		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
 	}
 	return rr, hdr, nil
 }
@@ -377,6 +427,8 @@ func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *boo
 				*loading = true
 				err = l.Request(rec)
 			}
+		case recSessionExtra, recACL, recToken:
+			err = loadACLRecord(rr, l, t, loading)
 		case recEnd:
 			if err := rr.finish(format); err != nil {
 				return nil, err
@@ -416,7 +468,8 @@ type recordReader struct {
 	buf    []byte   // the last record too long for br's buffer
 	r      mpReader // here rather than on read's stack, where passing it to decode would make it escape
 	last   recordType
-	count  int // records whose tag has been read, the header included
+	count  int  // records whose tag has been read, the header included
+	acl    bool // format 3: the ACL records may come
 }
 
 // refillBelow is how few buffered bytes make recordReader top br's buffer
@@ -439,8 +492,9 @@ func (rr *recordReader) tag() (recordType, error) {
 		return 0, fmt.Errorf("record #%d: tag after a %v record: %w", rr.count+1, rr.last, err)
 	}
 	t := recordType(b)
-	repeatable := t >= recSession && t <= recRequest
-	ok := b >= uint64(recHeader) && b <= uint64(recEnd) && (t > rr.last || (t == rr.last && repeatable)) &&
+	repeatable := t >= recSession && t <= recRequest || t == recSessionExtra || t == recToken
+	known := b >= uint64(recHeader) && b <= uint64(recEnd) || rr.acl && b >= uint64(recSessionExtra) && b <= uint64(recToken)
+	ok := known && (t.position() > rr.last.position() || (t == rr.last && repeatable)) &&
 		(rr.last == 0) == (t == recHeader) && (rr.last == recHeader) == (t == recTable)
 	if !ok {
 		return 0, fmt.Errorf("record #%d: tag %d after a %v record: out of order or unknown", rr.count+1, b, rr.last)
