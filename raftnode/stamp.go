@@ -19,7 +19,7 @@ const sessionKeyBytes = 16
 // fsm.FormatACL carry neither (an older voter could not read them): the
 // session's id in decimal is then its key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
-	if format < formatACL {
+	if format < fsm.FormatACL {
 		return nil
 	}
 	limits := n.limits()
@@ -62,4 +62,3 @@ func NewSessionKey() (string, error) {
 	}
 }
 
-const formatACL = fsm.Format(3) // TODO(me): fsm.FormatACL once fsm has it

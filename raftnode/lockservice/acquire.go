@@ -69,7 +69,7 @@ func (s *Service) follow(ctx context.Context, info *lockstate.RequestInfo, index
 	case end == waitTimedOut:
 		return s.cancelPending(ctx, info)
 	case !st.found:
-		return nil, requestGone(info.ID, info.Session, st.sessionLive)
+		return nil, requestGone(info.ID, lockstate.PublicID(info.Session, info.Key), st.sessionLive)
 	}
 	return s.final(ctx, &st.info, index, false)
 }
@@ -82,7 +82,7 @@ func (s *Service) cancelPending(ctx context.Context, info *lockstate.RequestInfo
 	switch {
 	case errors.As(err, &refused) && refused.Code == lockstate.CodeNoRequest:
 		s.waitApplied(ctx, index) // the session's state as of the cancel
-		return nil, requestGone(info.ID, info.Session, s.hasSession(info.Session))
+		return nil, requestGone(info.ID, lockstate.PublicID(info.Session, info.Key), s.hasSession(info.Session))
 	case err != nil:
 		return nil, stillPending(info.ID, fmt.Errorf("no leader could decide it after its wait: %w", err))
 	}
@@ -92,9 +92,9 @@ func (s *Service) cancelPending(ctx context.Context, info *lockstate.RequestInfo
 // requestGone is the error of a request the table no longer knows: its
 // session was closed or expired (which forgets its requests), or it was
 // forgotten.
-func requestGone(id string, sess lockstate.SessionID, sessionLive bool) error {
+func requestGone(id, sess string, sessionLive bool) error {
 	if !sessionLive {
-		return refusal(lockstate.CodeNoSession, "session %d was closed or expired while request %s waited", sess, id)
+		return refusal(lockstate.CodeNoSession, "session %s was closed or expired while request %s waited", sess, id)
 	}
 	return refusal(lockstate.CodeNoRequest, "request %s not found", id)
 }
@@ -111,7 +111,7 @@ func (s *Service) final(ctx context.Context, info *lockstate.RequestInfo, index 
 			info.ID, s.blocking(ctx, info.Locks, index))
 	case lockstate.Deadlock:
 		return nil, refusal(lockstate.CodeDeadlock,
-			"request %s was chosen as a deadlock victim (session %d is the youngest in the cycle)", info.ID, info.Session)
+			"request %s was chosen as a deadlock victim (session %s is the youngest in the cycle)", info.ID, lockstate.PublicID(info.Session, info.Key))
 	case lockstate.Cancelled:
 		return nil, s.cancelled(ctx, info, index, cancelledHere)
 	case lockstate.Released:
@@ -132,7 +132,7 @@ func (s *Service) cancelled(ctx context.Context, info *lockstate.RequestInfo, in
 		return refusal(lockstate.CodeTimeout, "request %s not granted within its wait (cancelled): %s",
 			info.ID, s.blocking(ctx, info.Locks, index))
 	case !s.hasSession(info.Session):
-		return requestGone(info.ID, info.Session, false)
+		return requestGone(info.ID, lockstate.PublicID(info.Session, info.Key), false)
 	}
 	return refusal(CodeCancelled, "request %s was cancelled", info.ID)
 }

@@ -52,7 +52,7 @@ func describeName(t *lockstate.Table, name string) string {
 func describeHolders(li lockstate.LockInfo) string {
 	holders := make([]string, 0, len(li.Holders))
 	for _, h := range li.Holders {
-		holders = append(holders, fmt.Sprintf("session %d (%s, token %d)", h.Session, h.Mode, h.Token))
+		holders = append(holders, fmt.Sprintf("session %s (%s, token %d)", h.Key, h.Mode, h.Token))
 	}
 	return strings.Join(holders, ", ")
 }

@@ -119,7 +119,7 @@ func (s *Service) mayUse(ctx context.Context, id lockstate.SessionID) error {
 }
 
 func sessionNotFound(id lockstate.SessionID) error {
-	return refusal(lockstate.CodeNoSession, "session %d not found", id)
+	return refusal(lockstate.CodeNoSession, "session not found")
 }
 
 // Release gives back one hold of a name, or one hold of every lock a
