@@ -67,6 +67,7 @@ var codeStatus = map[lockstate.Code]int{
 	lockstate.CodeUnauthorized:  http.StatusUnauthorized,
 	lockstate.CodeForbidden:     http.StatusForbidden,
 	lockstate.CodeNoToken:       http.StatusNotFound,
+	lockstate.CodeLimit:         http.StatusTooManyRequests,
 	lockservice.CodeCancelled:   http.StatusConflict,
 }
 
@@ -128,6 +129,10 @@ func retryRequest(re *lockservice.RetryError) *Error {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
 	s.denied(r, e)
+	var refused *lockstate.Error
+	if errors.As(err, &refused) && refused.Code == lockstate.CodeLimit {
+		s.limits.refusals.WithLabelValues("table").Inc()
+	}
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
 	}

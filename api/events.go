@@ -14,8 +14,22 @@ const eventsCoalesce = 200 * time.Millisecond
 // events is GET /v1/events: a server-sent event stream carrying this node's
 // applied index whenever its table changes (coalesced), so the dashboard
 // refreshes on change instead of polling. A comment line every 15 s keeps
-// proxies from closing an idle stream.
+// proxies from closing an idle stream. A stream ends after
+// Config.MaxStreamDuration (the browser's EventSource reconnects), and a
+// node serves at most Config.MaxStreams at once.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	if !s.streams.take() {
+		s.limits.refusals.WithLabelValues("streams").Inc()
+		s.writeError(w, r, tooMany("event streams", s.streams.max, "--max-streams"))
+		return
+	}
+	defer s.streams.put()
+	if err := s.locks.Authorized(r.Context()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	end := time.NewTimer(s.cfg.MaxStreamDuration)
+	defer end.Stop()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives any per-request write timeout
 	h := w.Header()
@@ -43,6 +57,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			case <-s.locks.Closing():
 				return
+			case <-end.C:
+				return
 			}
 		}
 		select {
@@ -54,6 +70,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-s.locks.Closing():
+			return
+		case <-end.C:
 			return
 		}
 	}

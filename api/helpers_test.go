@@ -164,6 +164,9 @@ func (n *testNode) do(method, path string, body any) resp {
 		n.t.Errorf("%s %s: %v", method, path, err)
 		return resp{}
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		n.t.Errorf("%s %s: %v", method, path, err)

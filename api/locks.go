@@ -142,6 +142,14 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		query.Index = index
 		query.Wait, err = queryDuration(q, "wait")
 	}
+	if err == nil && query.Block {
+		release, refused := s.waitSlot()
+		if refused != nil {
+			s.writeError(w, r, refused)
+			return
+		}
+		defer release()
+	}
 	var view lockservice.LockView
 	if err == nil {
 		view, err = s.locks.Lock(r.Context(), consistency(r), query)

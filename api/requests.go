@@ -29,6 +29,14 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequ
 		s.writeError(w, r, err)
 		return
 	}
+	if req.Wait > 0 {
+		release, err := s.waitSlot()
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
+	}
 	info, err := s.locks.Acquire(r.Context(), acquireCmd(req, id))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -43,6 +51,14 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if wait > 0 {
+		release, err := s.waitSlot()
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
 	}
 	info, err := s.locks.Request(r.Context(), consistency(r), r.PathValue("id"), wait)
 	if err != nil {

@@ -77,6 +77,15 @@ type Config struct {
 	ProposeTimeout time.Duration
 	// MaxBodyBytes limits request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxWaits bounds the requests that wait on this node at once
+	// (acquires with a wait, request long-polls, blocking queries);
+	// MaxStreams the event streams, each of which ends after
+	// MaxStreamDuration. 0 means their defaults.
+	MaxWaits, MaxStreams int
+	MaxStreamDuration    time.Duration
+	// AllowedOrigins are the browser origins given CORS access; none
+	// means no CORS headers at all.
+	AllowedOrigins []string
 }
 
 // Server is the HTTP API of one node. It is an http.Handler.
@@ -88,6 +97,9 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics
 	acl     *aclMetrics
+	limits  *limitMetrics
+	waits   *slots
+	streams *slots
 }
 
 // New returns the API server for cfg.Node. Close it to stop its
@@ -105,23 +117,30 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ProposeTimeout == 0 { // it also bounds membership calls here
 		cfg.ProposeTimeout = DefaultProposeTimeout
 	}
+	setDefault(&cfg.MaxWaits, DefaultMaxWaits)
+	setDefault(&cfg.MaxStreams, DefaultMaxStreams)
+	setDefault(&cfg.MaxStreamDuration, DefaultMaxStreamDuration)
 	locks, err := lockservice.New(lockservice.Config{Node: cfg.Node, Logger: cfg.Logger, ACL: cfg.ACL,
 		MaxWait: cfg.MaxWait, CancelGrace: cfg.CancelGrace, ProposeTimeout: cfg.ProposeTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{cfg: cfg, node: cfg.Node, locks: locks, log: cfg.Logger.Named("api")}
+	s := &Server{cfg: cfg, node: cfg.Node, locks: locks, log: cfg.Logger.Named("api"),
+		waits: &slots{max: int64(cfg.MaxWaits)}, streams: &slots{max: int64(cfg.MaxStreams)}}
 	m, err := newMetrics(s)
 	if err != nil {
 		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.metrics = m
-	if s.acl, err = newACLMetrics(m.reg); err != nil {
+	if s.acl, err = newACLMetrics(m.reg); err == nil {
+		s.limits, err = newLimitMetrics(m.reg)
+	}
+	if err != nil {
 		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s.handler = s.metrics.instrument(s.authenticate(s.routes()))
+	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.authenticate(s.routes()))))
 	return s, nil
 }
 
@@ -162,6 +181,13 @@ func (s *Server) routes() *http.ServeMux {
 		s.writeError(w, r, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // ServeHTTP serves the API.

@@ -45,6 +45,11 @@ type config struct {
 	// Limits are what this node stamps into sessions and acquires while
 	// it leads (lockstate.Limits).
 	Limits lockstate.Limits
+	// Node-local limits (api.Config).
+	MaxWaits, MaxStreams, MaxConns int
+	MaxStreamDuration              time.Duration
+	// Origins are the browser origins given CORS access (--cors-origin).
+	Origins []string
 }
 
 // unsafeNoConsensus is the only --unsafe mode: every node bootstraps a
@@ -91,6 +96,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
 	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")
 	fs.IntVar(&c.Limits.Waiters, "max-waiters", 100000, "most requests queued in the cluster (0: no limit)")
+	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
+	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
+	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
+	fs.IntVar(&c.MaxConns, "max-conns", api.DefaultMaxConns, "most HTTP connections to this node at once; more are closed at once")
+	origins := fs.String("cors-origin", "", "comma-separated browser origins (scheme://host[:port]) given CORS access; none by default")
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
@@ -105,6 +115,10 @@ func parseFlags(args []string) (*config, error) {
 		if a = strings.TrimSpace(a); a != "" {
 			c.Join = append(c.Join, a)
 		}
+	}
+	var err error
+	if c.Origins, err = api.ParseOrigins(*origins); err != nil {
+		return nil, fmt.Errorf("--cors-origin: %w", err)
 	}
 	if c.Dev {
 		set := map[string]bool{}
@@ -141,6 +155,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--unsafe %q: the only mode is %q", c.Unsafe, unsafeNoConsensus)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
+	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:
+		return errors.New("--max-waits, --max-streams, --max-conns and --max-stream-duration must be positive")
 	case min(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) < 0 ||
 		max(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) > 1<<30:
 		return errors.New("--max-sessions, --max-holds-per-session, --max-waiters-per-name and --max-waiters must be in [0, 2^30]")

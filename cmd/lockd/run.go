@@ -158,7 +158,8 @@ func (a *agent) openRaft() error {
 
 func (a *agent) serveHTTP() error {
 	apiCfg := api.Config{Node: a.node, HTTPAddr: a.cfg.HTTPAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log,
-		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil, ACL: a.cfg.ACL}
+		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil, ACL: a.cfg.ACL, AllowedOrigins: a.cfg.Origins,
+		MaxWaits: a.cfg.MaxWaits, MaxStreams: a.cfg.MaxStreams, MaxStreamDuration: a.cfg.MaxStreamDuration}
 	if !a.cfg.Dev {
 		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
 		apiCfg.Leave = a.leave
@@ -173,6 +174,7 @@ func (a *agent) serveHTTP() error {
 		return fmt.Errorf("http listen: %w", err)
 	}
 	a.srv = srv
+	ln = api.LimitListener(ln, a.cfg.MaxConns, srv.ConnRefused)
 	// No WriteTimeout: waits are bounded by --max-wait instead.
 	a.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
