@@ -130,6 +130,20 @@ const (
 	NewestFormat = FormatACL
 )
 
+// ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the
+// format asked for cannot carry: a voter runs an older build (or the
+// leader has not yet seen every voter's build).
+var ErrFormatTooOld = errors.New("log format too old for this command")
+
+// MinFormat is the oldest format that can carry cmd: FormatBare, or
+// FormatACL for a command with the fields or types of issue 11.
+func MinFormat(cmd lockstate.Command) Format {
+	if needsACLFormat(cmd) {
+		return FormatACL
+	}
+	return FormatBare
+}
+
 // needsACLFormat reports whether cmd can only be written in FormatACL or
 // later.
 func needsACLFormat(cmd lockstate.Command) bool {
@@ -170,7 +184,7 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	}
 	if f < FormatACL && needsACLFormat(cmd) {
 		return nil, fmt.Errorf("fsm: encode: %s carries ACL fields, which log format %d cannot: "+
-			"every voter must run a build that applies format %d first", t, f, FormatACL)
+			"every voter must run a build that applies format %d first: %w", t, f, FormatACL, ErrFormatTooOld)
 	}
 	var buf bytes.Buffer
 	buf.Grow(64)

@@ -70,10 +70,11 @@ type removeRequest struct {
 // forwardPropose sends cmd to the leader, without a timestamp: the leader
 // stamps it with its own clock.
 func (n *Node) forwardPropose(ctx context.Context, addr string, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
-	// The format every voter applies (the leader is one), which during a
-	// rolling upgrade may be older than this build's; the leader
-	// re-encodes the command for the log. TLS guards the wire.
-	body, err := fsm.EncodeFormat(n.logFormat(), 0, cmd)
+	// The oldest format that can carry the command (bare, which every
+	// build reads, unless it has ACL fields): during a rolling upgrade the
+	// leader may run an older build. The leader re-encodes the command for
+	// the log in the format every voter applies; TLS guards the wire.
+	body, err := fsm.EncodeFormat(fsm.MinFormat(cmd), 0, cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
 	}

@@ -103,6 +103,11 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 		return nil, 0, err
 	}
 	data, err := fsm.EncodeFormat(format, n.now().UnixNano(), cmd)
+	if errors.Is(err, fsm.ErrFormatTooOld) {
+		// Nothing was appended: wait for the gate (a voter's upgrade, or
+		// the leader learning its voters' builds) like for a leader.
+		return nil, 0, fmt.Errorf("%w: %w", errRetry, err)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftnode: encode %T: %w", cmd, err)
 	}
