@@ -196,7 +196,7 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 	}
 	c.meta = nodeMeta{ID: cfg.ID, Raft: cfg.RaftAddr, HTTP: cfg.HTTPAddr, Expect: cfg.BootstrapExpect,
 		State: node.HasState(), Instance: hex.EncodeToString(instance), Log: max(cfg.LogFormat, 1)}
-	c.logFormat.Store(1) // until a reconciliation has seen the voters
+	// logFormat stays 0, not known, until a reconciliation has seen the voters.
 	b, err := c.meta.encode()
 	if err != nil {
 		return nil, err
@@ -441,18 +441,33 @@ func (c *Cluster) run() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
-	for {
+	// A new leader reconciles at once rather than at the next tick: until
+	// it has, it does not know its voters' log format (LogFormat), and
+	// writes the oldest (no session keys, no ACLs).
+	lead := time.NewTicker(leaderPoll)
+	defer lead.Stop()
+	for wasLeader := false; ; {
 		c.maybeBootstrap()
 		c.refreshMeta()
 		c.reconcile()
-		select {
-		case <-c.stopCh:
-			return
-		case <-c.wake:
-		case <-t.C:
+		for woken := false; !woken; {
+			select {
+			case <-c.stopCh:
+				return
+			case <-c.wake:
+				woken = true
+			case <-t.C:
+				woken = true
+			case <-lead.C:
+				isLeader := c.node.Status().State == "leader"
+				woken, wasLeader = isLeader && !wasLeader, isLeader
+			}
 		}
 	}
 }
+
+// leaderPoll is how often run looks whether this node became the leader.
+const leaderPoll = 100 * time.Millisecond
 
 // refreshMeta republishes our metadata when the node gained raft state
 // (bootstrapped, or added by a leader), so no one counts it as fresh.

@@ -15,6 +15,7 @@ import (
 // quorum behind the operator's back.
 func (c *Cluster) reconcile() {
 	if c.node.Status().State != "leader" {
+		c.logFormat.Store(0) // a leader to be must look at its voters again
 		return
 	}
 	if c.leaving.Load() {
@@ -175,9 +176,9 @@ func (c *Cluster) removeThroughLeader(timeout time.Duration) {
 // LogFormat is the newest log entry format that every voter applies, as
 // this node last saw the voters and their gossiped metadata (fsm.Format):
 // the leader writes no newer one, so a voter of an older build never meets
-// an entry it cannot apply during a rolling upgrade. It is 1 until a
-// reconciliation as leader has looked, and for any voter whose metadata is
-// unknown.
+// an entry it cannot apply during a rolling upgrade. It is 0, not known,
+// until a reconciliation as leader has looked (and again once this node is
+// not the leader), and counts 1 for any voter whose metadata is unknown.
 func (c *Cluster) LogFormat() int { return int(c.logFormat.Load()) }
 
 // updateLogFormat recomputes LogFormat from the raft configuration.

@@ -161,8 +161,9 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 }
 
 // SetLogFormat gives the leader the newest log entry format that every
-// voter applies (the cluster's gossip knows each node's build); the leader
-// writes no newer one. Until it is set, or when it says more than this
+// voter applies (the cluster's gossip knows each node's build), 0 while it
+// does not know yet; the leader writes no newer one, and no session while
+// it does not know. Until it is set, or when it says more than this
 // build knows, the node writes fsm.NewestFormat: a node without a cluster
 // (--dev, tests) has no older voter to wait for.
 func (n *Node) SetLogFormat(format func() int) { n.formatGate.Store(&format) }

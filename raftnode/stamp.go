@@ -19,6 +19,11 @@ const sessionKeyBytes = 16
 // fsm.FormatACL carry neither (an older voter could not read them): the
 // session's id in decimal is then its key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
+	if _, create := cmd.(*lockstate.CreateSession); create && format == formatUnknown {
+		// A new leader that has not yet seen its voters' builds: wait for
+		// it rather than give a session a guessable key.
+		return fmt.Errorf("%w: the voters' log format is not known yet", errRetry)
+	}
 	if format < fsm.FormatACL {
 		return nil
 	}
@@ -44,6 +49,9 @@ func (n *Node) limits() *lockstate.Limits {
 	l := n.cfg.Limits
 	return &l
 }
+
+// formatUnknown is what SetLogFormat's function returns before it knows.
+const formatUnknown fsm.Format = 0
 
 // NewSessionKey draws a session key: 128 random bits in base64url, never
 // all digits (a decimal key names a session from before keys).
