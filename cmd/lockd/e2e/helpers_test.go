@@ -373,6 +373,14 @@ type client struct {
 	tr     *http.Transport
 	hc     *http.Client
 	scheme string
+	token  string // ACL secret sent as a bearer token; "" for none
+}
+
+// as returns a client that sends token, sharing c's connections.
+func (c *client) as(token string) *client {
+	cc := *c
+	cc.token = token
+	return &cc
 }
 
 func newClient() *client { return newTLSClient(nil) }
@@ -410,6 +418,9 @@ func (c *client) do(ctx context.Context, method, addr, path string, in, out any)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type tokenView struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+// TestACLCluster is the client-trust issue's check, on three lockd
+// processes started with --acl: bootstrap once; a token limited to jobs/
+// cannot touch other/; another token cannot release, keep alive or close
+// the first one's session; no token is 401; session ids are opaque; an
+// unknown session is 404; a text/plain body is 415; revoke makes
+// /v1/check say invalid; paging; a deleted token gets 401.
+func TestACLCluster(t *testing.T) {
+	c := startCluster(t, 3, "--acl")
+	leader := c.waitLeader(c.nodes, 30*time.Second)
+	f := c.others(leader)
+	anon := c.api
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	expect := func(what string, err error, status int, code string) {
+		t.Helper()
+		if err == nil || errCode(err) != code || err.(*apiError).Status != status {
+			t.Fatalf("%s: %v, want %d %s", what, err, status, code)
+		}
+	}
+
+	expect("no token", anon.do(ctx, "GET", f[0].httpAddr, "/v1/locks", nil, nil), http.StatusUnauthorized, "unauthorized")
+	var root tokenView
+	if err := anon.do(ctx, "POST", f[0].httpAddr, "/v1/acl/bootstrap", nil, &root); err != nil || root.Secret == "" {
+		t.Fatalf("bootstrap: %v %+v", err, root)
+	}
+	expect("second bootstrap", anon.do(ctx, "POST", f[1].httpAddr, "/v1/acl/bootstrap", nil, nil), http.StatusForbidden, "forbidden")
+	admin := anon.as(root.Secret)
+	newToken := func(name string) (*client, tokenView) {
+		var tok tokenView
+		body := map[string]any{"name": name, "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}
+		if err := admin.do(ctx, "POST", f[1].httpAddr, "/v1/acl/tokens", body, &tok); err != nil {
+			t.Fatalf("create token %s: %v", name, err)
+		}
+		return anon.as(tok.Secret), tok
+	}
+	jobs, jobsTok := newToken("jobs")
+	other, _ := newToken("other")
+
+	s, err := jobs.createSession(ctx, f[0].httpAddr, "30s")
+	if err != nil || len(s) < 20 || strings.Trim(s, "0123456789") == "" {
+		t.Fatalf("session %q (%v): want an opaque id of 20+ characters", s, err)
+	}
+	a, err := jobs.acquire(ctx, f[1].httpAddr, s, "", "jobs/a", "0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = jobs.acquire(ctx, f[1].httpAddr, s, "", "other/a", "0s")
+	expect("jobs/ token on other/a", err, http.StatusForbidden, "forbidden")
+
+	expect("release by another token", other.release(ctx, f[0].httpAddr, s, "jobs/a"), http.StatusForbidden, "forbidden")
+	expect("keepalive by another token", other.keepalive(ctx, f[1].httpAddr, s), http.StatusForbidden, "forbidden")
+	expect("close by another token", other.do(ctx, "DELETE", leader.httpAddr, "/v1/sessions/"+s, nil, nil), http.StatusForbidden, "forbidden")
+	expect("unknown session", jobs.keepalive(ctx, f[0].httpAddr, "no-such-session"), http.StatusNotFound, "session_not_found")
+
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+f[0].httpAddr+"/v1/release",
+		strings.NewReader(fmt.Sprintf(`{"session":%q,"name":"jobs/a"}`, s)))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Authorization", "Bearer "+jobsTok.Secret)
+	if resp, err := anon.hc.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("text/plain release: %v %v, want 415", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	var rv struct {
+		Revoked []struct{ Session, Name string } `json:"revoked"`
+	}
+	if err := admin.do(ctx, "POST", f[0].httpAddr, "/v1/revoke", map[string]string{"name": "jobs/a"}, &rv); err != nil ||
+		len(rv.Revoked) != 1 || rv.Revoked[0].Session != s {
+		t.Fatalf("revoke: %v %+v", err, rv)
+	}
+	var chk struct{ Valid bool }
+	if err := jobs.do(ctx, "GET", f[1].httpAddr, fmt.Sprintf("/v1/check?name=jobs/a&token=%d", a.Token), nil, &chk); err != nil || chk.Valid {
+		t.Fatalf("check after revoke: %v %+v", err, chk)
+	}
+
+	for _, name := range []string{"jobs/p1", "jobs/p2", "jobs/p3"} {
+		if _, err := jobs.acquire(ctx, leader.httpAddr, s, "", name, "0s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPage(ctx, t, admin, f[0].httpAddr)
+
+	if err := admin.do(ctx, "DELETE", f[1].httpAddr, "/v1/acl/tokens/"+jobsTok.ID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		expect("deleted token on "+nd.id, jobs.do(ctx, "GET", nd.httpAddr, "/v1/locks", nil, nil), http.StatusUnauthorized, "unauthorized")
+	}
+}
+
+// checkPage: GET /v1/locks?limit=2 returns 2 and X-Next-After.
+func checkPage(ctx context.Context, t *testing.T, c *client, addr string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/locks?limit=2", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page []struct{ Name string }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || len(page) != 2 || resp.Header.Get("X-Next-After") != page[1].Name {
+		t.Fatalf("page: %v %+v, X-Next-After %q", err, page, resp.Header.Get("X-Next-After"))
+	}
+}
