@@ -69,4 +69,3 @@ func NewSessionKey() (string, error) {
 		}
 	}
 }
-
