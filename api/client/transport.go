@@ -127,7 +127,7 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 		return fmt.Errorf("%s %s on %s: %w", c.method, c.path, base, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20)) // a session closed with 100k holds lists them all
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: reading answer: %w", c.method, c.path, base, err)
 	}
