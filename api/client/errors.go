@@ -22,6 +22,8 @@ const (
 	CodeCancelled           = "cancelled"
 	CodeInternal            = "internal"
 	CodeNoLeader            = "no_leader"
+	CodeLimitExceeded       = "limit_exceeded"
+	CodeTokenNotFound       = "token_not_found"
 )
 
 // Error is an error answer of the lockd API, or an error of this client
@@ -63,6 +65,10 @@ var (
 	ErrCancelled           = &Error{Code: CodeCancelled, Message: "request cancelled"}
 	ErrInternal            = &Error{Code: CodeInternal, Message: "internal server error"}
 	ErrNoLeader            = &Error{Code: CodeNoLeader, Message: "no leader reachable"}
+	ErrUnauthorized        = &Error{Code: CodeUnauthorized, Message: "no valid token (LOCKD_TOKEN, WithToken)"}
+	ErrForbidden           = &Error{Code: CodeForbidden, Message: "the token does not allow it"}
+	ErrLimitExceeded       = &Error{Code: CodeLimitExceeded, Message: "a configured limit refused it"}
+	ErrTokenNotFound       = &Error{Code: CodeTokenNotFound, Message: "token not found"}
 
 	// ErrLocked is what TryLock returns when the lock is not free right
 	// now. It is ErrTimeout under a friendlier name (a wait of 0 that

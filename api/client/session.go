@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,6 +28,7 @@ type SessionOption func(*sessionConfig)
 type sessionConfig struct {
 	body   createSessionBody
 	margin time.Duration
+	onLost func(name string, token uint64, err error)
 }
 
 // WithSessionName names the session (shown by lockctl and the dashboard).
@@ -81,6 +83,9 @@ type Session struct {
 	err         error          // why done is closed
 	holds       map[string]int // this client's grants per name, for Unlock's checks
 	pausedUntil time.Time      // test hook: no keepalives until then
+	grants      []*Grant       // live grants, for loss notifications (lost.go)
+	lastRevoke  uint64         // index of the newest revocation handled
+	onLost      func(name string, token uint64, err error)
 }
 
 // NewSession creates a session with the given TTL (1s–24h) and starts its
@@ -105,7 +110,7 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration, opts ...Sess
 	}
 	s := &Session{c: c, id: info.ID, ttl: time.Duration(info.TTL), margin: cfg.margin,
 		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{}),
-		holds: map[string]int{}}
+		holds: map[string]int{}, onLost: cfg.onLost}
 	if s.ttl <= 0 {
 		s.ttl = ttl
 	}
@@ -143,6 +148,7 @@ func (s *Session) end(err error) {
 		if !errors.Is(err, ErrSessionClosed) {
 			s.c.log.Warn("lockd client: session lost", "session", s.id, "err", err)
 		}
+		s.loseAll(err)
 	})
 }
 
@@ -194,12 +200,16 @@ func (s *Session) keepalives(lastOK time.Time) {
 		// Several attempts fit before the deadline: a node that hangs
 		// (paused, or cut off with its connections open) costs one
 		// attempt, not the session.
+		var alive struct {
+			Revoked []revocation `json:"revoked"`
+		}
 		err := s.c.do(kctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive",
-			attempt: keepaliveAttempt(s.ttl)})
+			attempt: keepaliveAttempt(s.ttl), out: &alive})
 		kcancel()
 		switch {
 		case err == nil:
 			lastOK, delay, lastErr = now, interval, nil
+			s.revoked(alive.Revoked)
 		case errors.Is(err, ErrSessionNotFound):
 			s.end(fmt.Errorf("lockd session %s: %w", s.id, err))
 			return
@@ -247,6 +257,7 @@ func (s *Session) Close(ctx context.Context) error {
 
 // granted counts the holds of g, for Unlock's after-the-fact checks.
 func (s *Session) granted(g *Grant) {
+	s.track(g)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range g.Locks {
@@ -265,6 +276,11 @@ func (s *Session) released(names ...string) {
 			s.holds[n]--
 		}
 	}
+	// A grant none of whose locks is held any more was given back: it can
+	// no longer be lost.
+	s.grants = slices.DeleteFunc(s.grants, func(g *Grant) bool {
+		return !slices.ContainsFunc(g.Locks, func(l GrantedLock) bool { return s.holds[l.Name] > 0 })
+	})
 }
 
 // forget drops what this client knows of name's holds.

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -51,6 +52,9 @@ type Grant struct {
 	Session   string        // session holding the locks
 	Token     uint64        // the largest token among Locks
 	Locks     []GrantedLock // what was granted (for "any"/"majority": the subset)
+
+	lostOnce sync.Once
+	lost     *lostState // see Lost
 }
 
 // Names returns the names of the granted locks.
