@@ -45,6 +45,7 @@ type options struct {
 	duration, warmup              time.Duration
 	spread, tls                   bool
 	caCert, clientCert, clientKey string
+	token                         string
 }
 
 // parseFlags parses the command line into options.
@@ -62,6 +63,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
 	flag.StringVar(&o.clientKey, "client-key", "", "with --addrs: the key of --client-cert, in `FILE`")
+	flag.StringVar(&o.token, "token", os.Getenv("LOCKD_TOKEN"), "with --addrs: the ACL token `SECRET` of a cluster run with --acl (env LOCKD_TOKEN)")
 	flag.Parse()
 	return o
 }
@@ -127,7 +129,7 @@ func external(o *options) (api, []string, error) {
 	if err != nil {
 		return api{}, nil, fmt.Errorf("--ca-cert, --client-cert, --client-key: %w", err)
 	}
-	return api{tls: cfg}, splitList(o.addrs), nil
+	return api{tls: cfg, token: o.token}, splitList(o.addrs), nil
 }
 
 func parseCounts(s string) ([]int, error) {

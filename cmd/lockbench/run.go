@@ -16,7 +16,8 @@ import (
 // api is how lockbench reaches the nodes' HTTP API: plain HTTP, or HTTPS
 // with a TLS config from the client package.
 type api struct {
-	tls *tls.Config // nil: plain HTTP
+	tls   *tls.Config // nil: plain HTTP
+	token string      // ACL secret sent as a bearer token; "" for none
 }
 
 // scheme is "https" with a TLS config, else "http".
@@ -34,13 +35,26 @@ func (a api) url(addr string) string { return a.scheme() + "://" + addr }
 // node. Its transport speaks HTTP/1.1, over TLS or not, so that each
 // lockbench client has a connection of its own either way.
 func (a api) client(conns int, timeout time.Duration) *http.Client {
-	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
-			TLSClientConfig: a.tls,
-		},
+	var rt http.RoundTripper = &http.Transport{
+		MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		TLSClientConfig: a.tls,
 	}
+	if a.token != "" {
+		rt = bearer{rt: rt, token: a.token}
+	}
+	return &http.Client{Timeout: timeout, Transport: rt}
+}
+
+// bearer adds the ACL token to every request.
+type bearer struct {
+	rt    http.RoundTripper
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
 }
 
 // result is one run's pairs and per-pair latencies.

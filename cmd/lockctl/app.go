@@ -22,7 +22,9 @@ const (
 	exitUnavailable = 69 // EX_UNAVAILABLE: unreachable or no leader
 	exitInternal    = 70 // EX_SOFTWARE
 	exitNotAcquired = 73 // lock not had within --wait
-	exitSessionLost = 74 // session lost while the command ran
+	exitSessionLost = 74 // session lost, or the lock revoked, while the command ran
+	exitLimit       = 75 // EX_TEMPFAIL: a configured limit refused the request
+	exitNoPerm      = 77 // EX_NOPERM: no valid token, or the token does not allow it
 	exitCannotExec  = 126
 	exitNotFound    = 127
 	exitSignalBase  = 128
@@ -45,6 +47,11 @@ Usage:
   lockctl session show [--json] ID
   lockctl session delete [--json] ID
   lockctl release --session ID [--json] NAME
+  lockctl revoke [--json] NAME
+  lockctl acl bootstrap [--json]
+  lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
+  lockctl acl token list [--json]
+  lockctl acl token delete ID
 
 Every command takes these flags:
   --addr A[,A...]      lockd addresses (default $LOCKD_ADDR, else ` + defaultAddr + `)
@@ -53,6 +60,7 @@ Every command takes these flags:
   --client-cert FILE   speak HTTPS, presenting this client certificate, for nodes
   --client-key FILE    run with --tls-client-auth (default $LOCKD_CLIENT_CERT and
                        $LOCKD_CLIENT_KEY)
+  --token SECRET       ACL token sent as Authorization: Bearer (default $LOCKD_TOKEN)
 Run "lockctl COMMAND --help" for a command's flags.
 
 Exit codes:
@@ -66,7 +74,10 @@ Exit codes:
   69      unavailable: no node reachable, or no leader
   70      internal error
   73      lock: not acquired within --wait (the holders are named)
-  74      lock: session lost while the command ran (the command was stopped)
+  74      lock: session lost, or the lock revoked, while the command ran (the
+          command was stopped)
+  75      a configured limit refused the request (sessions, holds, waiters, waits)
+  77      no valid token (unauthorized), or the token does not allow it (forbidden)
   126     lock: the command could not be started
   127     lock: the command was not found
   128+N   lock: the command was killed by signal N (or lockctl was, before it started)
@@ -79,8 +90,9 @@ type env struct {
 	addr           string
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
-	tls  client.TLSFlags
-	json bool
+	tls   client.TLSFlags
+	token string // ACL secret; "" for none
+	json  bool
 }
 
 // command is one subcommand: it parses its own flags and returns an exit code.
@@ -96,6 +108,8 @@ var commands = map[string]command{
 	"session": runSession,
 	"release": runRelease,
 	"watch":   runWatch,
+	"revoke":  runRevoke,
+	"acl":     runACL,
 }
 
 // run is lockctl without the process around it, so that it can be tested.
@@ -133,6 +147,7 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 	}
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
 	e.tls.Register(fs)
+	fs.StringVar(&e.token, "token", os.Getenv(client.EnvToken), "ACL token `SECRET`, sent as Authorization: Bearer (env "+client.EnvToken+")")
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
@@ -184,7 +199,7 @@ func (e *env) client() (*client.Client, error) {
 	if len(eps) == 0 {
 		return nil, errors.New("--addr: no address")
 	}
-	c, err := client.NewWith(eps, client.WithTLS(cfg))
+	c, err := client.NewWith(eps, client.WithTLS(cfg), client.WithToken(e.token))
 	if err != nil {
 		return nil, fmt.Errorf("--addr: %w", err)
 	}
@@ -212,6 +227,10 @@ func exitCode(err error) int {
 		return exitSessionLost
 	case errors.Is(err, client.ErrInvalidRequest), errors.Is(err, client.ErrLimitMismatch):
 		return exitDataErr
+	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
+		return exitNoPerm
+	case errors.Is(err, client.ErrLimitExceeded):
+		return exitLimit
 	}
 	return exitInternal
 }
@@ -227,6 +246,10 @@ func cause(code int) string {
 		return "session lost"
 	case exitDataErr:
 		return "request refused"
+	case exitNoPerm:
+		return "not allowed"
+	case exitLimit:
+		return "over a limit"
 	}
 	return "error"
 }

@@ -43,9 +43,12 @@ lock creates a session, acquires NAME (exclusively; shared with --read; as
 one permit of a semaphore of --limit N permits), then runs COMMAND with these
 variables added to its environment:
 
-	LOCKD_LOCK     the lock name
-	LOCKD_TOKEN    the fencing token of the grant
-	LOCKD_SESSION  the session id
+	LOCKD_LOCK           the lock name
+	LOCKD_FENCING_TOKEN  the fencing token of the grant
+	LOCKD_SESSION        the session id
+
+(LOCKD_TOKEN is the ACL token lockctl itself sends; the command inherits it
+from lockctl's environment, if it is there.)
 
 The session is kept alive while the command runs and deleted when it ends,
 which releases the lock; lockctl then exits with the command's exit code.

@@ -18,7 +18,7 @@ import (
 func TestInfoCommands(t *testing.T) {
 	addr := startDev(t)
 	dir := t.TempDir()
-	holder := startLockctl(t, addr, dir, "lock", "jobs/info", "--", "sh", "-c", `echo $LOCKD_TOKEN > token; exec sleep 30`)
+	holder := startLockctl(t, addr, dir, "lock", "jobs/info", "--", "sh", "-c", `echo $LOCKD_FENCING_TOKEN > token; exec sleep 30`)
 	waitFor(t, 10*time.Second, "jobs/info to be held", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "token"))
 		return err == nil

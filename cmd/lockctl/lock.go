@@ -57,11 +57,11 @@ type lockOpts struct {
 }
 
 const lockHelp = `
-Runs COMMAND while holding NAME, with LOCKD_LOCK, LOCKD_TOKEN (fencing token)
+Runs COMMAND while holding NAME, with LOCKD_LOCK, LOCKD_FENCING_TOKEN
 and LOCKD_SESSION in its environment; releases NAME when it ends. Flags go
 before NAME, or between NAME and "--". SIGINT, SIGTERM and SIGHUP are forwarded to the command's process
-group. If the session is lost, the command gets SIGTERM, then SIGKILL after
---grace.
+group. If the session is lost or an operator revokes the lock, the command
+gets SIGTERM, then SIGKILL after --grace, and lockctl exits 74.
 
 Exit codes of lock:
   the command's own   it ran (128+N: killed by signal N)
@@ -324,7 +324,7 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
 	cmd.Env = append(os.Environ(),
 		"LOCKD_LOCK="+o.name,
-		"LOCKD_TOKEN="+strconv.FormatUint(g.TokenFor(o.name), 10),
+		"LOCKD_FENCING_TOKEN="+strconv.FormatUint(g.TokenFor(o.name), 10),
 		"LOCKD_SESSION="+s.ID(),
 	)
 	setProcAttr(cmd)
@@ -341,7 +341,9 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 
 	// signalJob signals the command's whole process group.
 	signalJob := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
-	var lost <-chan struct{} = s.Done()
+	// The grant is lost when the session is (and when an operator revokes
+	// the lock): either way the lock may be someone else's now.
+	var lost <-chan struct{} = g.Lost()
 	var kill <-chan time.Time
 	sessionLost := false
 	for {
@@ -351,8 +353,12 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 		case <-lost:
 			lost = nil
 			sessionLost = true
-			fmt.Fprintf(e.stderr, "lockctl lock: session %s lost (%v): %s may be held by someone else now; stopping the command (SIGTERM, SIGKILL after %v)\n",
-				s.ID(), s.Err(), o.name, o.grace)
+			what := fmt.Sprintf("%s was revoked (%v)", o.name, g.LostErr())
+			if s.Err() != nil {
+				what = fmt.Sprintf("session %s lost (%v)", s.ID(), s.Err())
+			}
+			fmt.Fprintf(e.stderr, "lockctl lock: %s: %s may be held by someone else now; stopping the command (SIGTERM, SIGKILL after %v)\n",
+				what, o.name, o.grace)
 			signalJob(syscall.SIGTERM)
 			t := time.NewTimer(o.grace)
 			defer t.Stop()

@@ -33,7 +33,7 @@ func lockHolders(addr, name string) []string {
 func TestLockSerializesJobs(t *testing.T) {
 	addr := startDev(t)
 	dir := t.TempDir()
-	job := `echo "start $LOCKD_TOKEN" >> out; sleep 0.3; echo "end $LOCKD_TOKEN" >> out`
+	job := `echo "start $LOCKD_FENCING_TOKEN" >> out; sleep 0.3; echo "end $LOCKD_FENCING_TOKEN" >> out`
 	const n = 3
 	var ps []*lockctlProc
 	for range n {
@@ -69,7 +69,7 @@ func TestLockSerializesJobs(t *testing.T) {
 func TestLockEnvAndExitCode(t *testing.T) {
 	addr := startDev(t)
 	code, out, stderr := lockctl(t, addr, "lock", "jobs/env", "--", "sh", "-c",
-		`echo "$LOCKD_LOCK $LOCKD_TOKEN $LOCKD_SESSION"; exit 7`)
+		`echo "$LOCKD_LOCK $LOCKD_FENCING_TOKEN $LOCKD_SESSION"; exit 7`)
 	if code != 7 {
 		t.Fatalf("exit %d, want the command's 7; stderr: %s", code, stderr)
 	}

@@ -51,7 +51,7 @@ func startDev(t *testing.T) string {
 // startDevProc is startDev that also returns the lockd process. A pki
 // directory (of `lockd tls init --node dev`) makes it serve HTTPS to
 // clients with a certificate (--tls-client-auth).
-func startDevProc(t *testing.T, pki string) (string, *os.Process) {
+func startDevProc(t *testing.T, pki string, extra ...string) (string, *os.Process) {
 	t.Helper()
 	needBinaries(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +65,7 @@ func startDevProc(t *testing.T, pki string) (string, *os.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--dev", "--http-addr", addr, "--log-level", "warn"}
+	args := append([]string{"--dev", "--http-addr", addr, "--log-level", "warn"}, extra...)
 	hc, base := http.DefaultClient, "http://"+addr
 	if pki != "" {
 		ca, cert, key := filepath.Join(pki, "ca.pem"), filepath.Join(pki, "dev.pem"), filepath.Join(pki, "dev-key.pem")

@@ -23,6 +23,7 @@ import (
 type rawAPI struct {
 	endpoints []string // base URLs, e.g. http://127.0.0.1:7001
 	hc        *http.Client
+	token     string // ACL secret; "" for none
 }
 
 // raw returns a rawAPI of --addr, with the base URLs and the HTTP client
@@ -32,7 +33,7 @@ func (e *env) raw() (*rawAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawAPI{endpoints: c.Endpoints(), hc: c.HTTPClient()}, nil
+	return &rawAPI{endpoints: c.Endpoints(), hc: c.HTTPClient(), token: e.token}, nil
 }
 
 // lockPath is /v1/locks/NAME with each segment of NAME escaped.
@@ -70,6 +71,9 @@ func (a *rawAPI) do(ctx context.Context, method, path string, body, out any, ide
 		}
 		if payload != nil {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		if a.token != "" {
+			req.Header.Set("Authorization", "Bearer "+a.token)
 		}
 		resp, err := a.hc.Do(req)
 		if err != nil {

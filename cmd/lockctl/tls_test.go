@@ -93,7 +93,7 @@ func TestTLSDevNode(t *testing.T) {
 	addr, _ := startDevProc(t, pki)
 	flags := []string{"--ca-cert", filepath.Join(pki, "ca.pem"),
 		"--client-cert", filepath.Join(pki, "ops.pem"), "--client-key", filepath.Join(pki, "ops-key.pem")}
-	code, out, stderr := lockctl(t, addr, append(append([]string{"lock"}, flags...), "jobs/tls", "--", "sh", "-c", "echo token $LOCKD_TOKEN")...)
+	code, out, stderr := lockctl(t, addr, append(append([]string{"lock"}, flags...), "jobs/tls", "--", "sh", "-c", "echo token $LOCKD_FENCING_TOKEN")...)
 	if code != exitOK || !strings.HasPrefix(out, "token ") {
 		t.Fatalf("lock: exit %d\n%s%s", code, out, stderr)
 	}

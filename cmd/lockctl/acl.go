@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// runRevoke is "lockctl revoke NAME": an operator releases every hold on
+// NAME (docs/security.md, Revocation).
+func runRevoke(e *env, args []string) int {
+	fs := e.flags("revoke", "revoke [--json] NAME", true)
+	e.note(fs, `
+Releases every hold on NAME at once, whoever holds it; needs a token with
+admin on NAME. The holders' fencing tokens stop being valid, waiters are
+granted in their order, and each holder learns it lost the lock on its next
+keepalive ("lockctl lock" stops its command and exits 74). A revoke whose
+outcome is unknown is not resent.
+`)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "want exactly one NAME")
+	}
+	return e.query("revoke", func(ctx context.Context, c *client.Client) int {
+		revoked, err := c.Revoke(ctx, fs.Arg(0))
+		if err != nil {
+			return e.fail("revoke", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, map[string]any{"revoked": revoked})
+		}
+		if len(revoked) == 0 {
+			fmt.Fprintf(e.stdout, "nobody held %s\n", fs.Arg(0))
+		}
+		for _, r := range revoked {
+			fmt.Fprintf(e.stdout, "revoked %s from session %s (token %d)\n", r.Name, r.Session, r.Token)
+		}
+		return exitOK
+	})
+}
+
+// runACL is "lockctl acl ...": bootstrap and tokens.
+func runACL(e *env, args []string) int {
+	switch {
+	case len(args) >= 1 && args[0] == "bootstrap":
+		return runBootstrap(e, args[1:])
+	case len(args) >= 2 && args[0] == "token":
+		switch args[1] {
+		case "create":
+			return runTokenCreate(e, args[2:])
+		case "list":
+			return runTokenList(e, args[2:])
+		case "delete":
+			return runTokenDelete(e, args[2:])
+		}
+	}
+	fmt.Fprintf(e.stderr, "lockctl acl: want bootstrap, token create, token list or token delete\n\n%s", usage)
+	return exitUsage
+}
+
+func runBootstrap(e *env, args []string) int {
+	fs := e.flags("acl bootstrap", "acl bootstrap [--json]", true)
+	e.note(fs, `
+Makes the cluster's first management token (admin on every name) and prints
+its secret, once: keep it like a root password (export LOCKD_TOKEN=...).
+Works once per cluster; afterwards exits 77.
+`)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	return e.query("acl bootstrap", func(ctx context.Context, c *client.Client) int {
+		t, err := c.BootstrapACL(ctx)
+		if err != nil {
+			return e.fail("acl bootstrap", err)
+		}
+		return e.printToken(t)
+	})
+}
+
+// ruleFlag collects --rule PREFIX=ACCESS.
+type ruleFlag []client.Rule
+
+func (r *ruleFlag) String() string { return fmt.Sprint(*r) }
+
+func (r *ruleFlag) Set(s string) error {
+	prefix, access, ok := strings.Cut(s, "=")
+	if i := strings.LastIndex(s, "="); ok && i >= 0 {
+		prefix, access = s[:i], s[i+1:] // a prefix may hold '='; the access never does
+	}
+	switch access {
+	case "read", "write", "admin":
+	default:
+		return fmt.Errorf("%q: want PREFIX=read, PREFIX=write or PREFIX=admin", s)
+	}
+	*r = append(*r, client.Rule{Prefix: prefix, Access: access})
+	return nil
+}
+
+func runTokenCreate(e *env, args []string) int {
+	fs := e.flags("acl token create", "acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]", true)
+	name := fs.String("name", "", "the token's `NAME` (who or what uses it)")
+	var rules ruleFlag
+	fs.Var(&rules, "rule", "`PREFIX=ACCESS`: read, write or admin on the names starting with PREFIX (repeat; \"=read\" is every name)")
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if len(rules) == 0 || fs.NArg() != 0 {
+		return e.usageErr(fs, "want at least one --rule and no arguments")
+	}
+	return e.query("acl token create", func(ctx context.Context, c *client.Client) int {
+		t, err := c.CreateToken(ctx, *name, rules...)
+		if err != nil {
+			return e.fail("acl token create", err)
+		}
+		return e.printToken(t)
+	})
+}
+
+func runTokenList(e *env, args []string) int {
+	fs := e.flags("acl token list", "acl token list [--json]", true)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	return e.query("acl token list", func(ctx context.Context, c *client.Client) int {
+		ts, err := c.Tokens(ctx)
+		if err != nil {
+			return e.fail("acl token list", err)
+		}
+		if e.json {
+			return printJSON(e.stdout, ts)
+		}
+		w := table(e.stdout)
+		fmt.Fprintln(w, "ID\tNAME\tRULES")
+		for _, t := range ts {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", t.ID, t.Name, rulesText(t.Rules))
+		}
+		_ = w.Flush()
+		return exitOK
+	})
+}
+
+func runTokenDelete(e *env, args []string) int {
+	fs := e.flags("acl token delete", "acl token delete ID", false)
+	if code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return e.usageErr(fs, "want exactly one token ID")
+	}
+	return e.query("acl token delete", func(ctx context.Context, c *client.Client) int {
+		if err := c.DeleteToken(ctx, fs.Arg(0)); err != nil {
+			return e.fail("acl token delete", err)
+		}
+		fmt.Fprintf(e.stdout, "deleted token %s\n", fs.Arg(0))
+		return exitOK
+	})
+}
+
+// printToken shows a token just made, with its secret.
+func (e *env) printToken(t *client.Token) int {
+	if e.json {
+		return printJSON(e.stdout, t)
+	}
+	fmt.Fprintf(e.stdout, "id:     %s\nname:   %s\nrules:  %s\nsecret: %s\n", t.ID, t.Name, rulesText(t.Rules), t.Secret)
+	return exitOK
+}
+
+func rulesText(rules []client.Rule) string {
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = fmt.Sprintf("%q=%s", r.Prefix, r.Access)
+	}
+	return strings.Join(parts, " ")
+}
