@@ -125,7 +125,7 @@ func TestUIInChromium(t *testing.T) {
 	for _, want := range []string{
 		`data-member="n1"`,            // the member row
 		`data-lock="jobs/backup"`,     // the held lock
-		`>s` + s1 + `<`,               // its holder
+		`>` + s1 + `<`,                // its holder (its full id)
 		"ui-waiter-1",                 // a waiter's request id
 		`data-session="` + s3 + `"`,   // the wait-for graph
 		`<span class="badge leader">`, // raft state

@@ -8,7 +8,7 @@
   // status (term, members) and recovers if the stream is down.
   // ?live=poll turns the stream off and polls every second instead (for
   // headless browsers, whose virtual clock stops while a stream is open).
-  const streaming = !!window.EventSource && new URLSearchParams(location.search).get("live") !== "poll";
+  const streaming = !!(window.ReadableStream && window.TextDecoder) && new URLSearchParams(location.search).get("live") !== "poll";
   const POLL_MS = streaming ? 5000 : 1000;
   const TIMEOUT_MS = 5000;
   const SVG = "http://www.w3.org/2000/svg";
@@ -26,17 +26,55 @@
     }
     return e;
   }
-  const sess = (id) => "s" + id;
+  // Session ids are opaque (22 characters); a short prefix names them in
+  // the graph, the full id is in its tooltip.
+  const sess = (id) => (String(id).length > 8 ? String(id).slice(0, 6) + "…" : "s" + id);
+
+  // ---- ACL token ----------------------------------------------------------
+  // With --acl every request but /v1/status needs "Authorization: Bearer".
+  // The token is asked for when a node answers 401, kept in sessionStorage
+  // (this tab, until it closes) and never put in a URL.
+  const TOKEN_KEY = "lockd-token";
+  const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
+  function authHeaders() {
+    return token() ? { Authorization: "Bearer " + token() } : {};
+  }
+  function askToken(why) {
+    $("login").hidden = false;
+    $("login-why").textContent = why;
+    $("forget").hidden = !token();
+  }
+  $("login-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const v = $("token").value.trim();
+    if (!v) return;
+    sessionStorage.setItem(TOKEN_KEY, v);
+    $("token").value = "";
+    $("login").hidden = true;
+    $("forget").hidden = false;
+    if (wake) wake();
+  });
+  $("forget").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $("forget").hidden = true;
+    askToken("Token forgotten.");
+  });
+  $("forget").hidden = !token();
+
+  // APIError keeps the HTTP status, for 401 and 403 handling.
+  class APIError extends Error {
+    constructor(status, message) { super(message); this.status = status; }
+  }
 
   async function getJSON(path) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
     try {
-      const res = await fetch(path, { signal: ctl.signal, cache: "no-store" });
+      const res = await fetch(path, { signal: ctl.signal, cache: "no-store", headers: authHeaders() });
       const body = await res.json().catch(() => null);
       if (!res.ok) {
         const msg = body && body.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText;
-        throw new Error(path.split("?")[0] + " " + msg);
+        throw new APIError(res.status, path.split("?")[0] + " " + msg);
       }
       return body;
     } finally {
@@ -87,10 +125,10 @@
     $("locks-count").textContent = locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
     const rows = locks.map((l) => {
       const holders = (l.holders || []).map((h) => chip("holder", [
-        el("span", {}, sess(h.session)), el("span", { class: "k" }, h.mode),
+        el("span", { class: "sid", title: "session " + h.session }, h.session), el("span", { class: "k" }, h.mode),
         el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token)]));
       const waiters = (l.waiters || []).map((w) => chip("waiter", [
-        el("span", {}, sess(w.session)), el("span", { class: "k" }, w.mode),
+        el("span", { class: "sid", title: "session " + w.session }, w.session), el("span", { class: "k" }, w.mode),
         el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id)]));
       const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
       return el("tr", { "data-lock": l.name },
@@ -150,14 +188,19 @@
     return out;
   }
 
-  function renderGraph(edges) {
+  function renderGraph(edges, denied) {
     const box = $("graph");
+    if (denied) {
+      $("graph-count").textContent = "";
+      box.replaceChildren(el("p", { class: "empty denied" }, "The wait-for graph needs a management token (admin on every name): " + denied));
+      return;
+    }
     if (edges.length === 0) {
       $("graph-count").textContent = "";
       box.replaceChildren(el("p", { class: "empty" }, "No waiters."));
       return;
     }
-    const nodes = [...new Set(edges.flatMap((e) => [e.from, e.to]))].sort((a, b) => Number(a) - Number(b));
+    const nodes = [...new Set(edges.flatMap((e) => [e.from, e.to]))].sort((a, b) => String(a).localeCompare(String(b)));
     const waiting = new Set(edges.map((e) => e.from));
     const cyc = cycleNodes(nodes, edges);
     $("graph-count").textContent = edges.length + (edges.length === 1 ? " edge" : " edges") + (cyc.size ? " · deadlock" : "");
@@ -242,11 +285,15 @@
     ]);
     const errs = [st, locks].filter((r) => r.status === "rejected").map((r) => r.reason.message);
     if (st.status === "fulfilled") renderStatus(st.value);
+    if (locks.status === "rejected" && locks.reason.status === 401) {
+      askToken(token() ? "This token is not valid (unknown or deleted): enter another." : "This cluster runs with ACLs: enter a token.");
+    }
     if (locks.status === "fulfilled" && prefix === prefixInput.value) {
       renderLocks(locks.value || [], prefix);
       // The graph is of the whole table; lock names for its labels come
       // from the filtered list, so with a prefix some labels may be absent.
-      renderGraph(graphEdges(locks.value || [], wg.status === "fulfilled" ? wg.value : null));
+      const denied = wg.status === "rejected" && wg.reason.status === 403 ? wg.reason.message : null;
+      renderGraph(graphEdges(locks.value || [], wg.status === "fulfilled" ? wg.value : null), denied);
     }
     if (errs.length) setLive(false, "error: " + errs[0]);
     else setLive(true, "live · " + new Date().toLocaleTimeString());
@@ -269,9 +316,34 @@
       wake = null;
     }
   }
-  if (streaming) {
-    const es = new EventSource("/v1/events");
-    es.onmessage = () => { if (wake) wake(); else dirty = true; };
+  // The event stream, read with fetch so that it can carry the token
+  // (EventSource cannot send headers). A node ends a stream after its
+  // maximum duration, or it breaks: reconnect with backoff.
+  async function follow() {
+    for (let backoff = 500; ; backoff = Math.min(backoff * 2, 15000)) {
+      try {
+        const res = await fetch("/v1/events", { cache: "no-store", headers: authHeaders() });
+        if (res.ok && res.body) {
+          backoff = 500;
+          const reader = res.body.getReader();
+          const dec = new TextDecoder();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += dec.decode(value, { stream: true });
+            let i;
+            while ((i = buf.indexOf("\n\n")) >= 0) {
+              const ev = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              if (ev.split("\n").some((l) => l.startsWith("data:"))) { if (wake) wake(); else dirty = true; }
+            }
+          }
+        }
+      } catch (err) { /* reconnect below */ }
+      await new Promise((r) => setTimeout(r, backoff));
+    }
   }
+  if (streaming) follow();
   loop();
 })();
