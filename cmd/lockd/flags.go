@@ -58,6 +58,10 @@ type config struct {
 // checkers catch a lock service without consensus (a negative control).
 const unsafeNoConsensus = "no-consensus"
 
+// envACL set to 1 turns --acl on, so that a compose file can keep ACLs on
+// by default while a test harness switches them off for a whole cluster.
+const envACL = "LOCKD_ACL"
+
 // envUnsafe is the default of --unsafe, so that a compose file can switch
 // it on for a whole cluster without changing every node's command line.
 const envUnsafe = "LOCKD_UNSAFE"
@@ -90,8 +94,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.TLSClientAuth, "tls-client-auth", false, "HTTP API clients must present a certificate signed by --tls-ca")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key", "", "`FILE` holding the base64 gossip key (lockd keygen; 16, 24 or 32 bytes): "+
 		"gossip is encrypted and a node without the key cannot join")
-	fs.BoolVar(&c.ACL, "acl", false, "every HTTP request except GET /v1/status needs a token (Authorization: Bearer); "+
-		"POST /v1/acl/bootstrap makes the first one")
+	fs.BoolVar(&c.ACL, "acl", os.Getenv(envACL) == "1", "every HTTP request except GET /v1/status needs a token (Authorization: Bearer); "+
+		"POST /v1/acl/bootstrap makes the first one (default: $"+envACL+" is 1)")
 	fs.IntVar(&c.Limits.Sessions, "max-sessions", 100000, "most live sessions in the cluster (0: no limit)")
 	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
 	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")

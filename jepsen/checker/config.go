@@ -29,6 +29,9 @@ type Config struct {
 	LivenessBound time.Duration
 	// MaxAnomalies caps Result.Anomalies; 0 means 30.
 	MaxAnomalies int
+	// Intruder says the run had an intruder (ACLs on): Ownership must
+	// then see refused attempts to be valid.
+	Intruder bool
 }
 
 func (c Config) maxAnomalies() int {
@@ -52,6 +55,9 @@ func All(events []history.Event, cfg Config) []Result {
 			out = append(out, SetFull(events, cfg))
 			break
 		}
+	}
+	if cfg.Intruder {
+		out = append(out, Ownership(events, cfg))
 	}
 	return append(out, Liveness(events, cfg))
 }

@@ -34,11 +34,19 @@ const (
 	Info   Type = "info"
 )
 
-// Nemesis is the Process of fault events; Harness of phase markers.
+// Nemesis is the Process of fault events; Harness of phase markers;
+// Intruder of the intruder's attempts on other clients' sessions.
 const (
-	Nemesis = -1
-	Harness = -2
+	Nemesis  = -1
+	Harness  = -2
+	Intruder = -3
 )
+
+// Intrude is an intruder's attempt, with its own token, to act through
+// another client's session (Session): Names[0] says what it tried
+// ("keepalive", "release", "surrender", "close", "acquire"; Names[1] the
+// lock). ok: the cluster let it; fail: refused (Error: the code).
+const Intrude = "intrude"
 
 // Operation names (Event.F) of client processes.
 const (

@@ -43,7 +43,9 @@ func (p *Proc) env() *Env { return p.w.env }
 
 func (p *Proc) record(e history.Event) history.Event {
 	e.Process, e.Worker, e.Session = p.ID, p.w.idx, p.s.ID()
-	return p.env().Rec.Add(e)
+	e = p.env().Rec.Add(e)
+	p.env().targets.note(e)
+	return e
 }
 
 // alive checks the session before an operation: a session the client

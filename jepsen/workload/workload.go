@@ -34,9 +34,16 @@ type Env struct {
 	Seed      uint64
 	Log       *slog.Logger
 	TLS       *tls.Config // the cluster's HTTPS; nil: plain HTTP
+	// Tokens are the ACL secrets of the workers (worker i uses
+	// Tokens[i mod len]); none: a cluster without ACLs.
+	Tokens []string
+	// Intruder is the ACL secret of the intruder (intruder.go); "" runs
+	// none.
+	Intruder string
 
 	elements atomic.Int64
 	procs    atomic.Int64
+	targets  targets
 }
 
 func (e *Env) nextElement() int64 { return e.elements.Add(1) }
@@ -109,8 +116,12 @@ func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		base.TLSClientConfig = env.TLS // the gate is no *http.Transport: TLS goes on the one below it
 		g := &gate{base: base}
+		token := ""
+		if len(env.Tokens) > 0 {
+			token = env.Tokens[i%len(env.Tokens)]
+		}
 		c, err := client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log),
-			client.WithTLS(env.TLS))
+			client.WithTLS(env.TLS), client.WithToken(token))
 		if err != nil {
 			return nil, err
 		}
@@ -146,6 +157,14 @@ func (w *worker) procFor(ctx context.Context) *Proc {
 
 // Run runs cycles on every worker until ctx ends.
 func (cs *Clients) Run(ctx context.Context) {
+	if cs.env.Intruder != "" {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			cs.env.intrude(ctx)
+		}()
+	}
 	cs.each(ctx, func(w *worker, p *Proc) bool {
 		cs.w.Cycle(ctx, p)
 		Sleep(ctx, time.Duration(w.rng.Int64N(int64(cs.env.Hold)+1)))

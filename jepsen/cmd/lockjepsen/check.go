@@ -62,7 +62,7 @@ func recheck(dir string, liveness time.Duration) (report.Summary, error) {
 		return report.Summary{}, err
 	}
 	cfg := checker.Config{Workload: old.Workload, Limit: w.Limit(), Fenced: old.Negative != negUnfenced,
-		OutDir: dir, LivenessBound: liveness}
+		OutDir: dir, LivenessBound: liveness, Intruder: checker.HadIntruder(events)}
 	results := checker.All(events, cfg)
 	for _, r := range old.Results {
 		if r.Checker == "convergence" {

@@ -29,6 +29,9 @@ import (
 const (
 	negUnfenced    = "unfenced"     // the resource ignores fencing tokens
 	negNoConsensus = "no-consensus" // lockd --unsafe no-consensus: every node grants on its own
+	// negIntruderAdmin gives the intruder the management token, which may
+	// act through any session: Ownership must flag its accepted attempts.
+	negIntruderAdmin = "intruder-admin"
 )
 
 // runConfig is what the run flags say.
@@ -64,7 +67,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.liveness, "liveness", 30*time.Second, "bound on each final-phase acquire after the heal")
 	fs.DurationVar(&c.linTimeout, "lin-timeout", 3*time.Minute, "bound on the linearizability search (then: unknown)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
-	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens) or "`+negNoConsensus+`" (lockd grants without consensus); the run must be flagged invalid`)
+	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus) or "`+negIntruderAdmin+`" (the intruder acts with the management token); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -91,8 +94,8 @@ func parseRunFlags(args []string) (*runConfig, error) {
 			return nil, err
 		}
 	}
-	if c.negative != "" && c.negative != negUnfenced && c.negative != negNoConsensus {
-		return nil, fmt.Errorf("--negative %q: want %q or %q", c.negative, negUnfenced, negNoConsensus)
+	if c.negative != "" && c.negative != negUnfenced && c.negative != negNoConsensus && c.negative != negIntruderAdmin {
+		return nil, fmt.Errorf("--negative %q: want %q, %q or %q", c.negative, negUnfenced, negNoConsensus, negIntruderAdmin)
 	}
 	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second {
 		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s")
@@ -164,7 +167,8 @@ func runCmd(args []string) (int, error) {
 	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
 		PortPrefix: cfg.ports}
 	if cfg.negative == negNoConsensus {
-		cl.Env = append(cl.Env, "LOCKD_UNSAFE=no-consensus")
+		// Each node is a cluster of its own: no tokens would be shared.
+		cl.Env = append(cl.Env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
 	}
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
 	defer tearDown(cfg, cl, logf)
@@ -174,7 +178,15 @@ func runCmd(args []string) (int, error) {
 		return 1, fmt.Errorf("cluster up: %w", err)
 	}
 
-	sum, err := execute(ctx, cfg, cl, outDir, id, started, logf)
+	var toks *aclTokens
+	if cfg.negative != negNoConsensus {
+		if toks, err = setupACL(ctx, cl, cfg.clients); err != nil {
+			saveLogs(cl, outDir)
+			return 1, fmt.Errorf("ACL setup: %w", err)
+		}
+		logf("ACLs bootstrapped: %d worker tokens and an intruder's", len(toks.workers))
+	}
+	sum, err := execute(ctx, cfg, cl, toks, outDir, id, started, logf)
 	saveLogs(cl, outDir)
 	if err != nil {
 		return 1, err
@@ -247,7 +259,7 @@ func up(ctx context.Context, cl *compose.Cluster, standalone bool) error {
 
 // execute runs the workload under the nemesis, the final phase and the
 // checks, and writes the report.
-func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, id string, started time.Time,
+func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *aclTokens, outDir, id string, started time.Time,
 	logf func(string, ...any)) (report.Summary, error) {
 	rec, err := history.NewRecorder(filepath.Join(outDir, "history.jsonl"))
 	if err != nil {
@@ -257,7 +269,7 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, i
 	w, _ := workload.New(cfg.workload)
 	res := resource.New(cfg.negative != negUnfenced)
 	pauses := &workload.Pauses{}
-	clients, err := newClients(cfg, cl, rec, res, w, pauses)
+	clients, err := newClients(cfg, cl, toks, rec, res, w, pauses)
 	if err != nil {
 		return report.Summary{}, err
 	}
@@ -278,7 +290,7 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, i
 	events := rec.Events()
 	logf("checking %d events", len(events))
 	ccfg := checker.Config{Workload: cfg.workload, Limit: w.Limit(), Fenced: res.Fenced(), OutDir: outDir,
-		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness}
+		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness, Intruder: toks != nil}
 	results := checker.All(events, ccfg)
 	if cfg.negative != negNoConsensus {
 		results = append(results, checker.Convergence(nodes))
@@ -297,7 +309,7 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, outDir, i
 }
 
 // newClients makes the workload's clients of the cluster's nodes.
-func newClients(cfg *runConfig, cl *compose.Cluster, rec *history.Recorder, res *resource.Resource,
+func newClients(cfg *runConfig, cl *compose.Cluster, toks *aclTokens, rec *history.Recorder, res *resource.Resource,
 	w workload.Workload, pauses *workload.Pauses) (*workload.Clients, error) {
 	var eps []string
 	for _, n := range cl.Names() {
@@ -313,6 +325,12 @@ func newClients(cfg *runConfig, cl *compose.Cluster, rec *history.Recorder, res 
 	}
 	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
 		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog, TLS: conf}
+	if toks != nil {
+		env.Tokens, env.Intruder = toks.workers, toks.intruder
+		if cfg.negative == negIntruderAdmin {
+			env.Intruder = toks.admin
+		}
+	}
 	return workload.NewClients(env, w, cfg.clients)
 }
 
