@@ -49,6 +49,7 @@ docker:
 jepsen-smoke:
 	$(GO) run ./jepsen/cmd/lockjepsen --nodes 3 --workload mutex --nemesis partition,kill,pause --time 100s
 	$(GO) run ./jepsen/cmd/lockjepsen --build=false --nodes 3 --workload mutex --nemesis none --time 20s --negative no-consensus
+	$(GO) run ./jepsen/cmd/lockjepsen --build=false --nodes 3 --workload mutex --nemesis none --time 20s --negative intruder-admin
 
 # The full matrix of docs/jepsen.md (about an hour: 51 runs, 3 clusters side by side).
 jepsen-full:

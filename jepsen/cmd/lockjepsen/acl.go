@@ -125,4 +125,3 @@ func aclCall(ctx context.Context, hc *http.Client, addr, token, method, path str
 	}
 	return json.Unmarshal(b, out)
 }
-
