@@ -122,6 +122,10 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkText("lock name", req.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	revoked, err := s.locks.Revoke(r.Context(), req.Name)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -174,4 +175,24 @@ func TestLimitListener(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a freed slot was not reused")
 	}
+}
+
+// TestNamesRefuseHiddenCharacters: names that could hide or reorder what
+// is displayed are refused before anything is proposed.
+func TestNamesRefuseHiddenCharacters(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	s := n.session(nil)
+	before := n.status()
+	for _, name := range []string{"jobs/\x00x", "jobs/a\u202eb", "jobs/\u2066x\u2069", "jobs/\u200fx", "jobs/\ufeffx", "jobs/x\u2028", "jobs/\u0085"} {
+		msg := checkErr(t, n.acquire(s, name, "write", "0s", ""), http.StatusBadRequest, "invalid_request", fmt.Sprintf("%q", name))
+		if !strings.Contains(msg, "U+") {
+			t.Errorf("%q: message %q does not name the code point", name, msg)
+		}
+	}
+	checkErr(t, n.do("POST", "/v1/sessions", map[string]any{"name": "job\x00"}), http.StatusBadRequest, "invalid_request", "NUL in a session name")
+	checkErr(t, n.do("POST", "/v1/sessions", map[string]any{"name": "\u202etxt.exe"}), http.StatusBadRequest, "invalid_request", "RLO in a session name")
+	if after := n.status(); after.AppliedIndex != before.AppliedIndex {
+		t.Fatalf("refused names changed the log: %d -> %d", before.AppliedIndex, after.AppliedIndex)
+	}
+	n.mustGrant(s, "jobs/ünïcode-名前", "write") // other Unicode is fine
 }

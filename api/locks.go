@@ -67,6 +67,10 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRequest) {
+	if err := checkText("lock name", req.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	id, err := s.session(r, req.Session)
 	var names []string
 	if err == nil {
@@ -91,6 +95,9 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := s.session(r, req.Session)
+	if err == nil {
+		err = checkText("lock name", req.Name)
+	}
 	var kept bool
 	if err == nil {
 		kept, err = s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: id, Name: req.Name})

@@ -21,6 +21,10 @@ func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
 
 // acquire answers an acquire's outcome: granted, or why not.
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequest) {
+	if err := checkNames(req.Locks); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	id, err := s.session(r, req.Session)
 	if err != nil && req.RequestID != "" && errors.Is(err, raftnode.ErrNoLeader) {
 		err = &lockservice.RetryError{RequestID: req.RequestID, Err: err} // nothing was proposed: retry with the same id

@@ -13,6 +13,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkText("session name", req.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	cmd := createSessionCmd(req)
 	_, key, err := s.locks.CreateSession(r.Context(), cmd)
 	if err != nil {
