@@ -22,7 +22,7 @@ import (
 
 // testNode is one real raftnode behind the real API handler.
 type testNode struct {
-	t    *testing.T
+	t    testing.TB
 	id   string
 	raft string // raft address
 	node *raftnode.Node
@@ -58,7 +58,7 @@ func (p *peers) get(id string) (string, bool) {
 	return a, ok
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,7 +70,7 @@ func freeAddr(t *testing.T) string {
 
 // startNode opens a raftnode on a temporary data dir and serves the API for
 // it over httptest. It does not bootstrap.
-func startNode(t *testing.T, id string, ps *peers, opts nodeOptions) *testNode {
+func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	t.Helper()
 	if ps == nil {
 		ps = &peers{}
@@ -111,7 +111,7 @@ func (n *testNode) stop() {
 }
 
 // singleNode starts one node that bootstraps itself and leads.
-func singleNode(t *testing.T, opts nodeOptions) *testNode {
+func singleNode(t testing.TB, opts nodeOptions) *testNode {
 	t.Helper()
 	n := startNode(t, "n1", nil, opts)
 	if err := n.node.Bootstrap([]raftnode.Server{{ID: n.id, Addr: n.raft, Voter: true}}); err != nil {
@@ -121,7 +121,7 @@ func singleNode(t *testing.T, opts nodeOptions) *testNode {
 	return n
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -203,7 +203,7 @@ func (n *testNode) mustErr(status int, code, method, path string, body any) stri
 	return checkErr(n.t, r, status, code, method+" "+path)
 }
 
-func checkErr(t *testing.T, r resp, status int, code, what string) string {
+func checkErr(t testing.TB, r resp, status int, code, what string) string {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s: got %s, want %d %s", what, r, status, code)
@@ -249,7 +249,7 @@ func (n *testNode) mustGrant(sess, name, mode string) api.AcquireResponse {
 	return decodeGrant(n.t, r)
 }
 
-func decodeGrant(t *testing.T, r resp) api.AcquireResponse {
+func decodeGrant(t testing.TB, r resp) api.AcquireResponse {
 	t.Helper()
 	if r.status != http.StatusOK {
 		t.Fatalf("acquire: got %s, want 200 granted", r)
@@ -278,7 +278,7 @@ func async(fn func() resp) <-chan resp {
 	return ch
 }
 
-func recv(t *testing.T, ch <-chan resp, d time.Duration, what string) resp {
+func recv(t testing.TB, ch <-chan resp, d time.Duration, what string) resp {
 	t.Helper()
 	select {
 	case r := <-ch:

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 // uiFiles is the web dashboard (plain HTML/CSS/JS, no build step), served
@@ -26,6 +27,10 @@ func uiHandler() http.Handler {
 		// stale script next to a newer API.
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if name := strings.TrimPrefix(r.URL.Path, "/ui/"); name != "" && !fs.ValidPath(name) {
+			http.NotFound(w, r) // not a file name (invalid UTF-8, ".."): the FS would answer 500
+			return
+		}
 		files.ServeHTTP(w, r)
 	})
 }
