@@ -133,25 +133,7 @@ func (c *Acquire) apply(t *Table) Result {
 	}
 	req, need := fillDefaults(c)
 	specs := c.Locks
-	for _, sp := range specs {
-		n := t.nodes[sp.Name]
-		if n != nil && n.inUse() && sp.Limit != 0 && sp.Limit != n.limit {
-			return Result{Err: errorf(CodeLimitMismatch, "lock %q has limit %d, request says %d", sp.Name, n.limit, sp.Limit)}
-		}
-		lim := max(sp.Limit, 1)
-		if n != nil {
-			lim = n.limitFor(sp)
-		}
-		if sp.Weight > lim {
-			return Result{Err: errorf(CodeInvalid, "lock %q: weight %d is over its limit %d", sp.Name, sp.Weight, lim)}
-		}
-	}
-	if s.ordered {
-		if err := t.checkOrder(s, specs); err != nil {
-			return Result{Err: err}
-		}
-	}
-	if err := c.Limits.checkHolds(t, s, specs); err != nil {
+	if err := t.admissible(c, s); err != nil {
 		return Result{Err: err}
 	}
 
@@ -195,6 +177,30 @@ func (c *Acquire) apply(t *Table) Result {
 		}
 	}
 	return Result{Request: t.requestInfo(r)}
+}
+
+// admissible checks a new request against the table: semaphore limits and
+// weights, ordered locking, the holds limit.
+func (t *Table) admissible(c *Acquire, s *session) *Error {
+	for _, sp := range c.Locks {
+		n := t.nodes[sp.Name]
+		if n != nil && n.inUse() && sp.Limit != 0 && sp.Limit != n.limit {
+			return errorf(CodeLimitMismatch, "lock %q has limit %d, request says %d", sp.Name, n.limit, sp.Limit)
+		}
+		lim := max(sp.Limit, 1)
+		if n != nil {
+			lim = n.limitFor(sp)
+		}
+		if sp.Weight > lim {
+			return errorf(CodeInvalid, "lock %q: weight %d is over its limit %d", sp.Name, sp.Weight, lim)
+		}
+	}
+	if s.ordered {
+		if err := t.checkOrder(s, c.Locks); err != nil {
+			return err
+		}
+	}
+	return c.Limits.checkHolds(t, s, c.Locks)
 }
 
 // names returns the names the request asks for.
