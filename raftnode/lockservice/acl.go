@@ -84,6 +84,20 @@ func (s *Service) caller(ctx context.Context, t *lockstate.Table) (*lockstate.To
 	return &tok, nil
 }
 
+// readAs runs fn under the table's read lock with the caller's token (nil
+// with ACLs off), refusing a caller without a valid one. Call it after the
+// read's catchUp: the token is checked against the same table as the read.
+func (s *Service) readAs(ctx context.Context, fn func(t *lockstate.Table, tok *lockstate.TokenInfo) error) error {
+	var err error
+	s.fsm.Read(func(t *lockstate.Table) {
+		var tok *lockstate.TokenInfo
+		if tok, err = s.caller(ctx, t); err == nil {
+			err = fn(t, tok)
+		}
+	})
+	return err
+}
+
 // mayRead checks read access to names; nil tok (no ACLs) may read all.
 func mayRead(tok *lockstate.TokenInfo, names ...string) error {
 	for _, name := range names {
@@ -187,14 +201,12 @@ func (s *Service) Tokens(ctx context.Context, c Consistency) ([]lockstate.TokenI
 		return nil, err
 	}
 	var out []lockstate.TokenInfo
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			if err = mayAdmin(tok); err == nil {
-				out = t.Tokens()
-			}
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		if err := mayAdmin(tok); err != nil {
+			return err
 		}
+		out = t.Tokens()
+		return nil
 	})
 	return out, err
 }
@@ -273,12 +285,5 @@ func (s *Service) RequireAdmin(ctx context.Context) error {
 	if err := s.catchUp(ctx, Linearizable); err != nil {
 		return err
 	}
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			err = mayAdmin(tok)
-		}
-	})
-	return err
+	return s.readAs(ctx, func(_ *lockstate.Table, tok *lockstate.TokenInfo) error { return mayAdmin(tok) })
 }

@@ -163,16 +163,12 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 // management token). An unknown request passes: the caller is told it
 // was not found.
 func (s *Service) mayFollow(ctx context.Context, id string) error {
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
-				err = refusal(lockstate.CodeForbidden, "request %q belongs to another token's session", id)
-			}
+	return s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
+			return refusal(lockstate.CodeForbidden, "request %q belongs to another token's session", id)
 		}
+		return nil
 	})
-	return err
 }
 
 // Cancel withdraws a pending request and returns its state; one granted

@@ -23,13 +23,9 @@ func (s *Service) Locks(ctx context.Context, c Consistency, prefix string, p Pag
 	}
 	var out []lockstate.LockInfo
 	var next string
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err != nil {
-			return
-		}
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		out, next = t.LocksPage(prefix, p.After, p.Limit, func(name string) bool { return mayRead(tok, name) == nil })
+		return nil
 	})
 	return out, next, err
 }
@@ -99,14 +95,7 @@ func (s *Service) Check(ctx context.Context, c Consistency, name string, token u
 // readable checks, after the read's catchUp, that the caller may read the
 // names.
 func (s *Service) readable(ctx context.Context, names ...string) error {
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			err = mayRead(tok, names...)
-		}
-	})
-	return err
+	return s.readAs(ctx, func(_ *lockstate.Table, tok *lockstate.TokenInfo) error { return mayRead(tok, names...) })
 }
 
 // Sessions returns the open sessions the caller owns (a management token:
@@ -118,13 +107,9 @@ func (s *Service) Sessions(ctx context.Context, c Consistency, p Page) ([]lockst
 	}
 	var out []lockstate.SessionInfo
 	var next string
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err != nil {
-			return
-		}
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		out, next = t.SessionsPage(p.After, p.Limit, func(owner string) bool { return owns(tok, owner) })
+		return nil
 	})
 	return out, next, err
 }
@@ -137,15 +122,11 @@ func (s *Service) Session(ctx context.Context, c Consistency, id lockstate.Sessi
 	}
 	var info lockstate.SessionInfo
 	var ok bool
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			info, ok = t.Session(id)
-			if ok && !owns(tok, info.Owner) {
-				err = refusal(lockstate.CodeForbidden, "session %s belongs to another token", info.Key)
-			}
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		if info, ok = t.Session(id); ok && !owns(tok, info.Owner) {
+			return refusal(lockstate.CodeForbidden, "session %s belongs to another token", info.Key)
 		}
+		return nil
 	})
 	switch {
 	case err != nil:
@@ -163,14 +144,12 @@ func (s *Service) WaitGraph(ctx context.Context, c Consistency) ([]lockstate.Edg
 		return nil, err
 	}
 	var out []lockstate.Edge
-	var err error
-	s.fsm.Read(func(t *lockstate.Table) {
-		var tok *lockstate.TokenInfo
-		if tok, err = s.caller(ctx, t); err == nil {
-			if err = mayAdmin(tok); err == nil {
-				out = t.WaitGraph()
-			}
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		if err := mayAdmin(tok); err != nil {
+			return err
 		}
+		out = t.WaitGraph()
+		return nil
 	})
 	return out, err
 }
