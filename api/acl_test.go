@@ -7,36 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockd/lockd/api"
-	"github.com/lockd/lockd/raftnode"
 )
 
 // aclCluster starts three nodes with ACLs on and returns them leader
 // first.
 func aclCluster(t *testing.T) []*testNode {
-	t.Helper()
-	ps := &peers{}
-	opts := nodeOptions{api: func(c *api.Config) { c.ACL = true }}
-	ns := []*testNode{startNode(t, "n1", ps, opts), startNode(t, "n2", ps, opts), startNode(t, "n3", ps, opts)}
-	var servers []raftnode.Server
-	for _, n := range ns {
-		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
-	}
-	if err := ns[0].node.Bootstrap(servers); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 15*time.Second, "a leader", func() bool {
-		for i, n := range ns {
-			if n.node.Status().State == "leader" {
-				ns[0], ns[i] = ns[i], ns[0]
-				return true
-			}
-		}
-		return false
-	})
-	return ns
+	return threeNodes(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
 }
 
 // call sends a request with a bearer token ("" for none) and a JSON body.

@@ -5,10 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockd/lockd/api"
-	"github.com/lockd/lockd/raftnode"
 )
 
 // TestCloseBigSessionThroughFollower: closing a session whose answer is
@@ -18,25 +16,7 @@ func TestCloseBigSessionThroughFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("acquires 24k locks")
 	}
-	ps := &peers{}
-	ns := []*testNode{startNode(t, "n1", ps, nodeOptions{}), startNode(t, "n2", ps, nodeOptions{}), startNode(t, "n3", ps, nodeOptions{})}
-	var servers []raftnode.Server
-	for _, n := range ns {
-		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
-	}
-	if err := ns[0].node.Bootstrap(servers); err != nil {
-		t.Fatal(err)
-	}
-	var follower *testNode
-	waitFor(t, 15*time.Second, "a leader", func() bool {
-		for i, n := range ns {
-			if n.node.Status().State == "leader" {
-				follower = ns[(i+1)%3]
-				return true
-			}
-		}
-		return false
-	})
+	follower := threeNodes(t, nodeOptions{})[1]
 	s := follower.session(map[string]any{"ttl": "60s"})
 	pad := strings.Repeat("p", 100) + "/" + strings.Repeat("q", 100)
 	const batches, per = 375, 64 // 24,000 names of ~210 bytes: a 5+ MB answer

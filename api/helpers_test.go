@@ -121,6 +121,31 @@ func singleNode(t testing.TB, opts nodeOptions) *testNode {
 	return n
 }
 
+// threeNodes starts three nodes that bootstrap a cluster together and
+// returns them, the leader first.
+func threeNodes(t testing.TB, opts nodeOptions) []*testNode {
+	t.Helper()
+	ps := &peers{}
+	ns := []*testNode{startNode(t, "n1", ps, opts), startNode(t, "n2", ps, opts), startNode(t, "n3", ps, opts)}
+	var servers []raftnode.Server
+	for _, n := range ns {
+		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
+	}
+	if err := ns[0].node.Bootstrap(servers); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "a leader", func() bool {
+		for i, n := range ns {
+			if n.node.Status().State == "leader" {
+				ns[0], ns[i] = ns[i], ns[0]
+				return true
+			}
+		}
+		return false
+	})
+	return ns
+}
+
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

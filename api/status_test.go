@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockd/lockd/raftnode"
 )
 
 func TestStatusAndMetrics(t *testing.T) {
@@ -53,33 +51,8 @@ func TestStatusAndMetrics(t *testing.T) {
 // follower is granted when a release arrives through another; a client
 // re-attaches to the request on a third node; all nodes converge.
 func TestThreeNodes(t *testing.T) {
-	ps := &peers{}
-	ns := []*testNode{startNode(t, "n1", ps, nodeOptions{}), startNode(t, "n2", ps, nodeOptions{}),
-		startNode(t, "n3", ps, nodeOptions{})}
-	var servers []raftnode.Server
-	for _, n := range ns {
-		servers = append(servers, raftnode.Server{ID: n.id, Addr: n.raft, Voter: true})
-	}
-	if err := ns[0].node.Bootstrap(servers); err != nil {
-		t.Fatal(err)
-	}
-	var leader *testNode
-	waitFor(t, 15*time.Second, "a leader", func() bool {
-		for _, n := range ns {
-			if n.node.Status().State == "leader" {
-				leader = n
-				return true
-			}
-		}
-		return false
-	})
-	var fs []*testNode
-	for _, n := range ns {
-		if n != leader {
-			fs = append(fs, n)
-		}
-	}
-	f1, f2 := fs[0], fs[1]
+	ns := threeNodes(t, nodeOptions{})
+	leader, f1, f2 := ns[0], ns[1], ns[2]
 
 	a, b := f1.session(nil), f2.session(nil)
 	ga := f1.mustGrant(a, "jobs/nightly", "write")

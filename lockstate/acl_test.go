@@ -306,33 +306,7 @@ func TestACLStateSurvivesExportAndLoad(t *testing.T) {
 // reload exports tab and loads the records into a new table.
 func reload(t *testing.T, tab *Table) *Table {
 	t.Helper()
-	var l *Loader
-	err := tab.Export(func(rec any) error {
-		var err error
-		switch r := rec.(type) {
-		case Header:
-			l, err = NewLoader(r)
-		case SessionRecord:
-			err = l.Session(r)
-		case NodeRecord:
-			err = l.Node(r)
-		case RequestRecord:
-			err = l.Request(r)
-		case SessionExtraRecord:
-			err = l.SessionExtra(r)
-		case ACLRecord:
-			err = l.ACL(r)
-		case TokenRecord:
-			err = l.Token(r)
-		default:
-			err = fmt.Errorf("unknown record %T", rec)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := l.Table()
+	out, err := roundTrip(tab)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -687,6 +687,14 @@ func roundTrip(t *Table) (*Table, error) {
 			err = l.Node(r)
 		case RequestRecord:
 			err = l.Request(r)
+		case SessionExtraRecord:
+			err = l.SessionExtra(r)
+		case ACLRecord:
+			err = l.ACL(r)
+		case TokenRecord:
+			err = l.Token(r)
+		default:
+			err = fmt.Errorf("unknown record %T", rec)
 		}
 		return err
 	})
