@@ -279,27 +279,58 @@ func (c *Client) Check(ctx context.Context, name string, token uint64) (valid bo
 	return r.Valid, r.Token, nil
 }
 
+// ReadOption adjusts a read.
+type ReadOption func(url.Values)
+
+// Stale reads the answering node's table as it is, without a read-index
+// round: it answers without a leader (during an outage) and may miss the
+// latest writes.
+func Stale() ReadOption { return func(q url.Values) { q.Set("stale", "") } }
+
+func readQuery(opts []ReadOption) url.Values {
+	q := url.Values{}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
 // GetLock returns one name's holders and waiters; an error matching
 // ErrLockNotFound when nobody holds, waits for or delays it.
-func (c *Client) GetLock(ctx context.Context, name string) (*LockInfo, error) {
+func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (*LockInfo, error) {
 	var l LockInfo
-	if err := c.do(ctx, call{method: "GET", path: "/v1/locks/" + escapeName(name), out: &l}); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: "/v1/locks/" + escapeName(name), query: readQuery(opts), out: &l}); err != nil {
 		return nil, fmt.Errorf("lockd get lock %s: %w", name, err)
 	}
 	return &l, nil
 }
 
-// Locks returns every name in use under prefix ("" for all), sorted.
-func (c *Client) Locks(ctx context.Context, prefix string) ([]LockInfo, error) {
-	var ls []LockInfo
-	var q url.Values
-	if prefix != "" {
-		q = url.Values{"prefix": {prefix}}
+// lockPage is how many names Locks asks for at a time.
+const lockPage = 1000
+
+// Locks returns every name in use under prefix ("" for all) that the
+// token may read, sorted, page by page.
+func (c *Client) Locks(ctx context.Context, prefix string, opts ...ReadOption) ([]LockInfo, error) {
+	var all []LockInfo
+	for after := ""; ; {
+		q := readQuery(opts)
+		q.Set("limit", strconv.Itoa(lockPage))
+		if prefix != "" {
+			q.Set("prefix", prefix)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page []LockInfo
+		if err := c.do(ctx, call{method: "GET", path: "/v1/locks", query: q, out: &page}); err != nil {
+			return nil, fmt.Errorf("lockd list locks: %w", err)
+		}
+		all = append(all, page...)
+		if len(page) < lockPage {
+			return all, nil
+		}
+		after = page[len(page)-1].Name
 	}
-	if err := c.do(ctx, call{method: "GET", path: "/v1/locks", query: q, out: &ls}); err != nil {
-		return nil, fmt.Errorf("lockd list locks: %w", err)
-	}
-	return ls, nil
 }
 
 // GetSession returns a session as the cluster sees it; an error matching

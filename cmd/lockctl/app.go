@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/lockd/lockd/api/client"
 )
@@ -32,13 +33,30 @@ const (
 
 const defaultAddr = "127.0.0.1:7001"
 
+// defaultTimeout is --timeout's default: a node without a leader answers
+// after about 6s (raft's election timeouts at --raft-timing 1), so one
+// such answer, with the node's own reason, fits.
+const defaultTimeout = 10 * time.Second
+
+// retryPolicy fits the client's retries into --timeout: no new attempt
+// after half of it, and an attempt long enough for a node to answer "no
+// leader" after its own wait, so that lockctl reports the cluster's
+// reason rather than its own deadline.
+func (e *env) retryPolicy() client.RetryPolicy {
+	p := client.DefaultRetryPolicy
+	p.MaxElapsed = e.timeout / 2
+	p.AttemptTimeout = max(e.timeout*7/10, time.Second)
+	p.MaxBackoff = min(p.MaxBackoff, e.timeout/4)
+	return p
+}
+
 const usage = `lockctl — run jobs under lockd locks and inspect a lockd cluster
 
 Usage:
   lockctl lock [--read] [--wait D] [--limit N] [--ttl D] [--grace D] NAME -- COMMAND [ARGS...]
   lockctl status [--json]
-  lockctl locks [--prefix P] [--json]
-  lockctl get [--json] NAME
+  lockctl locks [--prefix P] [--stale] [--json]
+  lockctl get [--stale] [--json] NAME
   lockctl check [--json] NAME TOKEN
   lockctl members [--json]
   lockctl watch [--timeout D] [--json] NAME
@@ -53,7 +71,8 @@ Usage:
   lockctl acl token list [--json]
   lockctl acl token delete ID
 
-Every command takes these flags:
+Every command takes these flags, after the command or before it
+(lockctl --addr A locks):
   --addr A[,A...]      lockd addresses (default $LOCKD_ADDR, else ` + defaultAddr + `)
   --ca-cert FILE       speak HTTPS, trusting the CA in FILE (default $LOCKD_CACERT;
                        the system roots when only a client certificate is given)
@@ -61,6 +80,9 @@ Every command takes these flags:
   --client-key FILE    run with --tls-client-auth (default $LOCKD_CLIENT_CERT and
                        $LOCKD_CLIENT_KEY)
   --token SECRET       ACL token sent as Authorization: Bearer (default $LOCKD_TOKEN)
+  --timeout D          give up on the cluster after D, retries included, with the
+                       cluster's last answer as the reason (default 10s; lock:
+                       after --wait)
 Run "lockctl COMMAND --help" for a command's flags.
 
 Exit codes:
@@ -90,9 +112,10 @@ type env struct {
 	addr           string
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
-	tls   client.TLSFlags
-	token string // ACL secret; "" for none
-	json  bool
+	tls     client.TLSFlags
+	token   string        // ACL secret; "" for none
+	timeout time.Duration // bounds each call to the cluster (lock: beyond --wait)
+	json    bool
 }
 
 // command is one subcommand: it parses its own flags and returns an exit code.
@@ -112,8 +135,48 @@ var commands = map[string]command{
 	"acl":     runACL,
 }
 
+// globalFlags are the flags every command takes, which may also come
+// before the command (lockctl --addr A locks), as etcdctl users type
+// them; true: it takes a value.
+var globalFlags = map[string]bool{"addr": true, "ca-cert": true, "client-cert": true, "client-key": true,
+	"token": true, "timeout": true, "json": false}
+
+// hoistGlobals moves the common flags before the command to just after
+// it, where the command's own flag set reads them.
+func hoistGlobals(args []string) ([]string, error) {
+	var globals []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		takesValue, ok := globalFlags[name]
+		switch {
+		case name == "h" || name == "help":
+			return args, nil
+		case !ok:
+			return nil, fmt.Errorf("unknown flag %s before the command (flags before it: --addr, --ca-cert, --client-cert, --client-key, --token, --timeout, --json)", args[0])
+		case takesValue && !hasValue && len(args) < 2:
+			return nil, fmt.Errorf("flag %s needs a value", args[0])
+		case takesValue && !hasValue:
+			globals, args = append(globals, args[0], args[1]), args[2:]
+		default:
+			globals, args = append(globals, args[0]), args[1:]
+		}
+	}
+	switch {
+	case len(globals) == 0:
+		return args, nil
+	case len(args) == 0:
+		return nil, errors.New("flags but no command")
+	}
+	return append(append([]string{args[0]}, globals...), args[1:]...), nil
+}
+
 // run is lockctl without the process around it, so that it can be tested.
 func run(args []string, stdout, stderr io.Writer) int {
+	args, err := hoistGlobals(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockctl: %v\n\nRun \"lockctl --help\" for the commands.\n", err)
+		return exitUsage
+	}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -125,7 +188,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "lockctl: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "lockctl: unknown command %q (run \"lockctl --help\" for the commands)\n", args[0])
 		return exitUsage
 	}
 	return cmd(&env{stdout: stdout, stderr: stderr}, args[1:])
@@ -148,6 +211,7 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
 	e.tls.Register(fs)
 	fs.StringVar(&e.token, "token", os.Getenv(client.EnvToken), "ACL token `SECRET`, sent as Authorization: Bearer (env "+client.EnvToken+")")
+	fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock: after --wait), with the last reason")
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
@@ -199,7 +263,7 @@ func (e *env) client() (*client.Client, error) {
 	if len(eps) == 0 {
 		return nil, errors.New("--addr: no address")
 	}
-	c, err := client.NewWith(eps, client.WithTLS(cfg), client.WithToken(e.token))
+	c, err := client.NewWith(eps, client.WithTLS(cfg), client.WithToken(e.token), client.WithRetryPolicy(e.retryPolicy()))
 	if err != nil {
 		return nil, fmt.Errorf("--addr: %w", err)
 	}

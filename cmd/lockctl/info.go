@@ -9,13 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/lockd/lockd/api/client"
 )
 
-// infoTimeout bounds the read-only commands, retries included.
-const infoTimeout = 15 * time.Second
 
 // query runs f with a client of --addr and a bounded context.
 func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) int) int {
@@ -24,9 +21,17 @@ func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) in
 		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	return f(ctx, c)
+}
+
+// readOpts is --stale as the client's read options.
+func readOpts(stale bool) []client.ReadOption {
+	if stale {
+		return []client.ReadOption{client.Stale()}
+	}
+	return nil
 }
 
 // printJSON writes v indented to w.
@@ -97,8 +102,9 @@ func runStatus(e *env, args []string) int {
 }
 
 func runLocks(e *env, args []string) int {
-	fs := e.flags("locks", "locks [--prefix P] [--json]", true)
+	fs := e.flags("locks", "locks [--prefix P] [--stale] [--json]", true)
 	prefix := fs.String("prefix", "", "only names starting with `P`")
+	stale := fs.Bool("stale", false, "read the answering node's table as it is: works without a leader (during an outage), may miss the latest changes")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -106,7 +112,7 @@ func runLocks(e *env, args []string) int {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
 	return e.query("locks", func(ctx context.Context, c *client.Client) int {
-		locks, err := c.Locks(ctx, *prefix)
+		locks, err := c.Locks(ctx, *prefix, readOpts(*stale)...)
 		if err != nil {
 			return e.fail("locks", err)
 		}
@@ -140,7 +146,8 @@ func runLocks(e *env, args []string) int {
 }
 
 func runGet(e *env, args []string) int {
-	fs := e.flags("get", "get [--json] NAME", true)
+	fs := e.flags("get", "get [--stale] [--json] NAME", true)
+	stale := fs.Bool("stale", false, "read the answering node's table as it is: works without a leader, may miss the latest changes")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -149,7 +156,7 @@ func runGet(e *env, args []string) int {
 	}
 	name := fs.Arg(0)
 	return e.query("get", func(ctx context.Context, c *client.Client) int {
-		l, err := c.GetLock(ctx, name)
+		l, err := c.GetLock(ctx, name, readOpts(*stale)...)
 		if errors.Is(err, client.ErrLockNotFound) {
 			fmt.Fprintf(e.stderr, "lockctl get: nobody holds or waits for %s\n", name)
 			return exitFalse

@@ -188,7 +188,9 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := e.watchWait(ctx, cancel, o.name, sigc)
-	s, err := c.NewSession(ctx, o.ttl, client.WithSessionName(sessionName(o.argv)))
+	sctx, scancel := context.WithTimeout(ctx, e.timeout)
+	s, err := c.NewSession(sctx, o.ttl, client.WithSessionName(sessionName(o.argv)))
+	scancel()
 	if err != nil {
 		if sig := w.signal.Load(); sig != 0 {
 			return nil, nil, exitSignalBase + int(sig)
@@ -196,7 +198,7 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 		return nil, nil, e.fail("lock", err)
 	}
 	w.sessions <- s
-	g, waited, err := takeLock(ctx, s, o)
+	g, waited, err := takeLock(ctx, s, o, e.timeout)
 	cancel() // stop the signal watcher before asking it what it saw
 	if sig := w.signal.Load(); sig != 0 {
 		// Also when granted just now: the user asked us to stop.
@@ -265,7 +267,7 @@ func sessionName(argv []string) string {
 // takeLock asks for the lock in s: once for --wait 0, else waiting up to
 // --wait (unset: until ctx ends). waited reports that the --wait
 // deadline passed.
-func takeLock(ctx context.Context, s *client.Session, o *lockOpts) (g *client.Grant, waited bool, err error) {
+func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.Duration) (g *client.Grant, waited bool, err error) {
 	spec := client.LockSpec{Name: o.name, Mode: client.Write}
 	if o.read {
 		spec.Mode = client.Read
@@ -275,7 +277,9 @@ func takeLock(ctx context.Context, s *client.Session, o *lockOpts) (g *client.Gr
 	}
 	specs := []client.LockSpec{spec}
 	if o.wait.set && o.wait.d == 0 {
-		g, err = s.TryAcquireMulti(ctx, specs, client.RequireAll)
+		tctx, tcancel := context.WithTimeout(ctx, timeout)
+		defer tcancel()
+		g, err = s.TryAcquireMulti(tctx, specs, client.RequireAll)
 		return g, false, err
 	}
 	actx := ctx

@@ -53,7 +53,7 @@ func (e *env) rawQuery(cmd string, f func(ctx context.Context, a *rawAPI) int) i
 		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	return f(ctx, a)
 }

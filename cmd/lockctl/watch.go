@@ -67,7 +67,7 @@ for 15s, then watch exits 69.
 // watch prints name's state, then each change, until ctx ends (exit 0).
 // It follows the version with blocking queries, so changes that happen
 // between two answers are seen as one. An unreachable cluster is waited
-// out for up to infoTimeout.
+// out for up to --timeout.
 func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
 	var (
 		index        uint64
@@ -85,7 +85,7 @@ func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
 			path += fmt.Sprintf("?index=%d&wait=%s", index, wait)
 		}
 		var info client.LockInfo
-		actx, cancel := context.WithTimeout(ctx, wait+infoTimeout)
+		actx, cancel := context.WithTimeout(ctx, wait+e.timeout)
 		h, err := a.do(actx, "GET", path, nil, &info, true)
 		cancel()
 		if ctx.Err() != nil {
@@ -98,7 +98,7 @@ func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
 			}
 			if failingSince.IsZero() {
 				failingSince = time.Now()
-			} else if time.Since(failingSince) > infoTimeout {
+			} else if time.Since(failingSince) > e.timeout {
 				return e.fail("watch", err)
 			}
 			select {

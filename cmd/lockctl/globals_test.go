@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHoistGlobals(t *testing.T) {
+	for _, c := range []struct {
+		in, want []string
+		bad      bool
+	}{
+		{in: []string{"locks"}, want: []string{"locks"}},
+		{in: []string{"--addr", "A", "locks", "--json"}, want: []string{"locks", "--addr", "A", "--json"}},
+		{in: []string{"--addr=A", "-json", "--timeout", "2s", "get", "x"}, want: []string{"get", "--addr=A", "-json", "--timeout", "2s", "x"}},
+		{in: []string{"--token", "s", "lock", "n", "--", "true"}, want: []string{"lock", "--token", "s", "n", "--", "true"}},
+		{in: []string{"--help"}, want: []string{"--help"}},
+		{in: []string{}, want: []string{}},
+		{in: []string{"--wait", "0", "lock"}, bad: true}, // not a global flag
+		{in: []string{"--addr"}, bad: true},
+		{in: []string{"--json"}, bad: true},
+	} {
+		got, err := hoistGlobals(c.in)
+		if (err != nil) != c.bad || (!c.bad && !reflect.DeepEqual(got, c.want)) {
+			t.Errorf("hoistGlobals(%q) = %q, %v", c.in, got, err)
+		}
+	}
+}
+
+// TestFailsFastWithoutANode: nothing listening at --addr: every command
+// fails with exit 69, naming the address and "connection refused", well
+// within its --timeout (10s by default).
+func TestFailsFastWithoutANode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, args := range [][]string{
+		{"lock", "--addr", addr, "--wait", "0", "jobs/a", "--", "true"},
+		{"--addr", addr, "locks"},
+		{"--addr", addr, "locks", "--stale"},
+	} {
+		start := time.Now()
+		code, _, stderr := lockctl(t, "", args...)
+		if code != exitUnavailable || !strings.Contains(stderr, "connection refused") || !strings.Contains(stderr, addr) {
+			t.Errorf("%q: exit %d, stderr %q; want %d naming %s and connection refused", args, code, stderr, exitUnavailable, addr)
+		}
+		t.Logf("%q failed after %v", args, time.Since(start).Round(time.Millisecond))
+	}
+}
