@@ -13,7 +13,6 @@ import (
 	"github.com/lockd/lockd/api/client"
 )
 
-
 // query runs f with a client of --addr and a bounded context.
 func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) int) int {
 	c, err := e.client()
