@@ -24,11 +24,12 @@ import (
 	"testing"
 )
 
-// lockdBin is the binary TestMain built; empty in -short mode.
-var lockdBin string
+// lockdBin and lockctlBin are the binaries TestMain built; empty in
+// -short mode.
+var lockdBin, lockctlBin string
 
 func TestMain(m *testing.M) {
-	lockdtest.Main(m, "e2e", map[string]*string{"cmd/lockd": &lockdBin})
+	lockdtest.Main(m, "e2e", map[string]*string{"cmd/lockd": &lockdBin, "cmd/lockctl": &lockctlBin})
 }
 
 // needBinary skips the test in -short mode (no binary was built).
