@@ -136,7 +136,6 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		out.Revoked[i] = RevokedHold{Session: SessionID(rv.Session), Name: rv.Name, Token: rv.Token}
 		s.log.Warn("hold revoked", "name", rv.Name, "session", rv.Session, "token", rv.Token, "by", callerID(r))
 	}
-	s.acl.revokes.Add(float64(len(revoked)))
 	writeJSON(w, http.StatusOK, out)
 }
 

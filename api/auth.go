@@ -72,10 +72,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // callerID is the id of the token r acts with, "" for none.
 func callerID(r *http.Request) string { return lockservice.CallerOf(r.Context()).TokenID }
 
-// aclMetrics counts denials and revokes.
+// aclMetrics counts denials (revokes are counted by the table, as
+// lockd_revoked_holds_total).
 type aclMetrics struct {
 	denials *prometheus.CounterVec
-	revokes prometheus.Counter
 }
 
 func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
@@ -84,15 +84,9 @@ func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
 			Name: "lockd_acl_denials_total",
 			Help: "Requests refused for their token: unauthorized (none, unknown or deleted) or forbidden (no right).",
 		}, []string{"code"}),
-		revokes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lockd_revoked_holds_total",
-			Help: "Holds released by POST /v1/revoke through this node.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.denials, m.revokes} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := reg.Register(m.denials); err != nil {
+		return nil, err
 	}
 	m.denials.WithLabelValues(CodeUnauthorized)
 	m.denials.WithLabelValues(CodeForbidden)

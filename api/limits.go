@@ -66,7 +66,8 @@ func tooMany(what string, max int64, flag string) *Error {
 
 // waitSlot reserves one of the node's waits for a request that will wait,
 // and returns its release; a refusal is the error to answer.
-func (s *Server) waitSlot() (release func(), err *Error) {
+func (s *Server) waitSlot(w http.ResponseWriter) (release func(), err *Error) {
+	markWait(w)
 	if !s.waits.take() {
 		s.limits.refusals.WithLabelValues("waits").Inc()
 		return nil, tooMany("waits", s.waits.max, "--max-waits")

@@ -150,7 +150,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		query.Wait, err = queryDuration(q, "wait")
 	}
 	if err == nil && query.Block {
-		release, refused := s.waitSlot()
+		release, refused := s.waitSlot(w)
 		if refused != nil {
 			s.writeError(w, r, refused)
 			return

@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	reg     *prometheus.Registry
 	latency *prometheus.HistogramVec
+	waits   *prometheus.HistogramVec
 	waiting prometheus.GaugeFunc
 }
 
@@ -23,9 +24,14 @@ func newMetrics(s *Server) (*metrics, error) {
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lockd_http_request_duration_seconds",
-			Help: "HTTP request latency by route pattern and status code (long-polls included).",
-			// Up to the longest long-poll: a wait's duration is part of the answer.
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+			Help: "HTTP request latency by route pattern and status code, of requests that do not wait (waits: lockd_http_wait_duration_seconds).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "code"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lockd_http_wait_duration_seconds",
+			Help: "Duration of requests that may wait (acquires with a wait, request long-polls, blocking queries, event streams), by route and status code.",
+			// Up to the longest wait: a wait's duration is part of the answer.
+			Buckets: []float64{.001, .005, .025, .1, .5, 1, 2.5, 5, 10, 30, 60, 120, 600},
 		}, []string{"route", "code"}),
 		waiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "lockd_http_waits_in_flight",
@@ -33,7 +39,7 @@ func newMetrics(s *Server) (*metrics, error) {
 		}, func() float64 { return float64(s.locks.Waiting()) }),
 	}
 	for _, c := range []prometheus.Collector{
-		m.latency, m.waiting, &stateCollector{s: s},
+		m.latency, m.waits, m.waiting, &stateCollector{s: s}, tableCounters{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -43,6 +49,10 @@ func newMetrics(s *Server) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// Registerer is the node's Prometheus registry, for metrics of other
+// layers (raft's own, through go-metrics' Prometheus sink).
+func (s *Server) Registerer() prometheus.Registerer { return s.metrics.reg }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -59,7 +69,11 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if route == "" || route == "/" {
 			route = "other"
 		}
-		m.latency.WithLabelValues(route, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
+		h := m.latency
+		if rec.waited || route == "GET /v1/events" {
+			h = m.waits // a long-poll's duration is the client's wait, not the node's latency
+		}
+		h.WithLabelValues(route, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -67,6 +81,14 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	waited bool // a request that may wait (markWait)
+}
+
+// markWait records that the request may wait, for instrument.
+func markWait(w http.ResponseWriter) {
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.waited = true
+	}
 }
 
 // WriteHeader records the first status written.

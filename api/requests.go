@@ -34,7 +34,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequ
 		return
 	}
 	if req.Wait > 0 {
-		release, err := s.waitSlot()
+		release, err := s.waitSlot(w)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -57,7 +57,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 {
-		release, err := s.waitSlot()
+		release, err := s.waitSlot(w)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -214,4 +215,160 @@ func TestEventsStream(t *testing.T) {
 	if second := next(); second <= first {
 		t.Fatalf("after a change the stream said %d, before %d", second, first)
 	}
+}
+
+// loginHarness is a test page that loads the dashboard in a same-origin
+// frame and uses it as a person would: it waits for the token form, types
+// the secret (fetched from /test-secret, so it is never in a page or a
+// URL) and submits it, copies the dashboard once it shows a lock table or
+// a refusal into #after-login, presses "forget token" and copies it again
+// into #after-forget. #stored says whether the tab's sessionStorage held a
+// token at each step.
+const loginHarness = `<!doctype html><html><body>
+<div id="after-login"></div><div id="after-forget"></div><p id="stored"></p>
+<iframe id="f" src="/ui/?live=poll" width="1200" height="900"></iframe>
+<script>
+"use strict";
+const f = document.getElementById("f");
+const until = (cond) => new Promise((resolve) => { const t = setInterval(() => { if (cond()) { clearInterval(t); resolve(); } }, 20); });
+const doc = () => f.contentDocument;
+const copy = (id) => document.getElementById(id).replaceChildren(document.importNode(doc().body, true));
+const stored = (step) => document.getElementById("stored").append(step + ":" + (sessionStorage.getItem("lockd-token") ? "yes" : "no") + " ");
+(async () => {
+  const secret = await (await fetch("/test-secret")).text();
+  await until(() => doc() && doc().getElementById("login") && !doc().getElementById("login").hidden);
+  stored("before");
+  doc().getElementById("token").value = secret;
+  doc().getElementById("login-form").requestSubmit();
+  stored("submitted");
+  await until(() => doc().querySelector("#locks tr[data-lock]") && doc().querySelector("#live.ok") && doc().querySelector("#graph svg, #graph p.denied"));
+  copy("after-login");
+  doc().getElementById("forget").click();
+  await until(() => !doc().getElementById("login").hidden);
+  stored("forgotten");
+  copy("after-forget");
+  f.remove();
+})();
+</script></body></html>`
+
+// TestUILoginForm drives the dashboard's token form with ACLs on, with
+// lists read a page of one name at a time (the test's front server sets
+// limit=1 on the page's GET /v1/locks): a management token shows every
+// held lock and the wait-for graph; "forget token" asks again and hides
+// them; a read token for jobs/ shows only those names and says the graph
+// needs a management token. No secret lands in the page.
+func TestUILoginForm(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not on PATH: install Debian's chromium package (.ci/run does) to run the dashboard browser test")
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the browser test")
+	}
+	n := singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
+	var root, reader api.Token
+	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
+		map[string]any{"name": "viewer", "rules": []map[string]string{{"prefix": "jobs/", "access": "read"}}}, &reader)
+	var s1, s2 api.Session
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s1)
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s2)
+	held := []string{"db/users", "jobs/backup", "jobs/nightly", "reports/daily"}
+	for _, name := range held {
+		n.as(root.Secret, http.StatusOK, "POST", "/v1/acquire", map[string]any{"session": s1.ID, "locks": []map[string]any{{"name": name}}}, nil)
+	}
+	// s2 waits for jobs/backup: an edge in the wait-for graph.
+	waiting := async(func() resp {
+		return n.call(root.Secret, "POST", "/v1/acquire", map[string]any{"session": s2.ID, "wait": "60s", "request_id": "ui-login-waiter",
+			"locks": []map[string]any{{"name": "jobs/backup"}}})
+	})
+	waitFor(t, 10*time.Second, "the waiter to be pending", func() bool {
+		r := n.call(root.Secret, "GET", "/v1/requests/ui-login-waiter?stale", nil)
+		return r.status == http.StatusOK && strings.Contains(string(r.body), `"status":"pending"`)
+	})
+	t.Cleanup(func() {
+		n.call(root.Secret, "DELETE", "/v1/requests/ui-login-waiter", nil)
+		recv(t, waiting, 10*time.Second, "the waiter")
+	})
+
+	var secret atomic.Value
+	var paged, unpaged atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/test-harness":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, loginHarness)
+			return
+		case "/test-secret":
+			io.WriteString(w, secret.Load().(string))
+			return
+		case "/v1/locks":
+			q := r.URL.Query()
+			if !q.Has("limit") {
+				unpaged.Add(1)
+			}
+			if q.Has("after") {
+				paged.Add(1)
+			}
+			q.Set("limit", "1")
+			r.URL.RawQuery = q.Encode()
+		}
+		n.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	// check: the copy of the dashboard in the harness's <div id="id"> has
+	// all of want and none of unwanted.
+	check := func(dom, id string, want, unwanted []string) {
+		t.Helper()
+		part := between(dom, `<div id="`+id+`">`, map[string]string{"after-login": `<div id="after-forget">`, "after-forget": `<p id="stored">`}[id])
+		for _, s := range want {
+			if !strings.Contains(part, s) {
+				t.Errorf("#%s lacks %s", id, s)
+			}
+		}
+		for _, s := range unwanted {
+			if strings.Contains(part, s) {
+				t.Errorf("#%s has %s", id, s)
+			}
+		}
+	}
+	for _, c := range []struct {
+		who          string
+		secret       string
+		want, hidden []string
+	}{
+		{"management", root.Secret,
+			[]string{`data-lock="db/users"`, `data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, `data-lock="reports/daily"`,
+				`data-session="` + string(s2.ID) + `"`, `id="live" class="live ok"`, `id="login" hidden`},
+			[]string{"needs a management token"}},
+		{"jobs/ reader", reader.Secret,
+			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`},
+			[]string{`data-lock="db/users"`, `data-lock="reports/daily"`, `data-session=`}},
+	} {
+		secret.Store(c.secret)
+		dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness")
+		before := t.Failed()
+		if !strings.Contains(dom, "before:no submitted:yes forgotten:no") {
+			t.Errorf("%s: the token's life in sessionStorage: %q, want before:no submitted:yes forgotten:no", c.who, between(dom, `<p id="stored">`, "</p>"))
+		}
+		check(dom, "after-login", c.want, c.hidden)
+		check(dom, "after-forget", []string{`id="login">`, "runs with ACLs", "Needs a token."}, []string{`data-lock=`, `data-session=`})
+		if strings.Contains(dom, root.Secret) || strings.Contains(dom, reader.Secret) {
+			t.Errorf("%s: a secret is in the page", c.who)
+		}
+		if t.Failed() && !before {
+			t.Logf("%s: DOM:\n%s", c.who, dom)
+		}
+	}
+	if paged.Load() == 0 || unpaged.Load() != 0 {
+		t.Errorf("the page asked for %d later pages of /v1/locks (X-Next-After) and %d times without a limit", paged.Load(), unpaged.Load())
+	}
+}
+
+// between returns the text of s between the first from and the next to.
+func between(s, from, to string) string {
+	_, s, _ = strings.Cut(s, from)
+	s, _, _ = strings.Cut(s, to)
+	return s
 }

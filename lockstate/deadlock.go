@@ -263,6 +263,7 @@ func (t *Table) resolve(cycle []*session) *session {
 			}
 		}
 		if len(given) > 0 {
+			t.counters.DeadlockSurrenders++
 			slices.SortFunc(given, func(a, b *hold) int { return strings.Compare(a.n.name, b.n.name) })
 			for _, h := range given {
 				t.surrender(h)

@@ -39,6 +39,8 @@ type Table struct {
 
 	waiting int // pending requests, for Limits.Waiters
 
+	counters Counters // for metrics only (counters.go)
+
 	queuedUpgrades int // queued upgrade waiters, so grants skip looking for them when there are none
 
 	// work counts waiter-list steps and candidate evaluations. Nothing reads
@@ -236,6 +238,7 @@ func (t *Table) Apply(e Entry) Result {
 }
 
 func (t *Table) emit(kind EventKind, s *session, reqID, name string, token uint64) {
+	t.counters.count(kind)
 	t.events = append(t.events, Event{Kind: kind, Session: s.id, Key: s.key, RequestID: reqID, Name: name, Token: token})
 }
 
@@ -410,6 +413,9 @@ func (t *Table) choose(r *request, buf []int) []int {
 
 // grant gives r the chosen specs at this entry's index and finishes it.
 func (t *Table) grant(r *request, chosen []int) {
+	if r.created != t.index {
+		t.counters.Handoffs += uint64(len(chosen))
+	}
 	// A queued request keeps the limit its names had while it waited
 	// (unqueueing the last waiter would otherwise forget it).
 	var limBuf [8]int

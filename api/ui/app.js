@@ -44,6 +44,13 @@
     $("login-why").textContent = why;
     $("forget").hidden = !token();
   }
+  // A new or forgotten token: drop what the old one showed, reopen the
+  // event stream with the new one and refresh now.
+  function tokenChanged() {
+    clearViews();
+    if (restream) restream();
+    if (wake) wake(); else dirty = true;
+  }
   $("login-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const v = $("token").value.trim();
@@ -52,12 +59,13 @@
     $("token").value = "";
     $("login").hidden = true;
     $("forget").hidden = false;
-    if (wake) wake();
+    tokenChanged();
   });
   $("forget").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     $("forget").hidden = true;
     askToken("Token forgotten.");
+    tokenChanged();
   });
   $("forget").hidden = !token();
 
@@ -66,7 +74,8 @@
     constructor(status, message) { super(message); this.status = status; }
   }
 
-  async function getJSON(path) {
+  // fetchJSON returns the body and the response (for its headers).
+  async function fetchJSON(path) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
     try {
@@ -76,9 +85,28 @@
         const msg = body && body.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText;
         throw new APIError(res.status, path.split("?")[0] + " " + msg);
       }
-      return body;
+      return { body, res };
     } finally {
       clearTimeout(timer);
+    }
+  }
+  const getJSON = async (path) => (await fetchJSON(path)).body;
+
+  // getList reads every page of a list endpoint (GET /v1/locks and
+  // /v1/sessions answer PAGE items at a time and name the next page in
+  // X-Next-After), up to LIST_CAP items: {items, truncated}.
+  const PAGE = 1000, LIST_CAP = 5000;
+  async function getList(path) {
+    const items = [];
+    let after = null;
+    for (;;) {
+      const page = path + (path.includes("?") ? "&" : "?") + "limit=" + PAGE + (after === null ? "" : "&after=" + encodeURIComponent(after));
+      const { body, res } = await fetchJSON(page);
+      items.push(...(body || []));
+      const next = res.headers.get("X-Next-After");
+      if (!next || next === after) return { items, truncated: false };
+      if (items.length >= LIST_CAP) return { items: items.slice(0, LIST_CAP), truncated: true };
+      after = next;
     }
   }
 
@@ -121,8 +149,8 @@
     return el("span", { class: "chip " + cls }, parts);
   }
 
-  function renderLocks(locks, prefix) {
-    $("locks-count").textContent = locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
+  function renderLocks(locks, prefix, truncated) {
+    $("locks-count").textContent = (truncated ? "first " : "") + locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
     const rows = locks.map((l) => {
       const holders = (l.holders || []).map((h) => chip("holder", [
         el("span", { class: "sid", title: "session " + h.session }, h.session), el("span", { class: "k" }, h.mode),
@@ -141,7 +169,25 @@
     if (rows.length === 0) {
       rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, prefix ? "No lock in use under this prefix." : "No lock in use.")));
     }
+    if (truncated) {
+      rows.push(el("tr", { class: "truncated" }, el("td", { colspan: 5, class: "empty" },
+        "Showing the first " + LIST_CAP.toLocaleString("en") + " names only: narrow the list with a prefix.")));
+    }
     $("locks").tBodies[0].replaceChildren(...rows);
+  }
+
+  // A message in place of the lock table (no token, or one that may not
+  // list locks).
+  function lockMessage(text, cls) {
+    $("locks-count").textContent = "";
+    $("locks").tBodies[0].replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty " + (cls || "") }, text)));
+  }
+
+  // clearViews drops what an earlier token showed.
+  function clearViews() {
+    lockMessage("Needs a token.");
+    $("graph-count").textContent = "";
+    $("graph").replaceChildren(el("p", { class: "empty" }, "Needs a token."));
   }
 
   // ---- wait-for graph ----------------------------------------------------
@@ -280,22 +326,29 @@
     // follower and during an election.
     const [st, locks, wg] = await Promise.allSettled([
       getJSON("/v1/status"),
-      getJSON("/v1/locks?stale&prefix=" + encodeURIComponent(prefix)),
+      getList("/v1/locks?stale&prefix=" + encodeURIComponent(prefix)),
       getJSON("/v1/waitgraph?stale"),
     ]);
-    const errs = [st, locks].filter((r) => r.status === "rejected").map((r) => r.reason.message);
     if (st.status === "fulfilled") renderStatus(st.value);
-    if (locks.status === "rejected" && locks.reason.status === 401) {
+    const why = (r) => r.status === "rejected" && r.reason.status;
+    // 401: no token, or one the cluster does not know; 403: the token may
+    // not see this, which is said in its place rather than as an error.
+    if (why(locks) === 401 || why(wg) === 401) {
       askToken(token() ? "This token is not valid (unknown or deleted): enter another." : "This cluster runs with ACLs: enter a token.");
+      clearViews();
+    } else if (why(locks) === 403) {
+      lockMessage("This token may not list locks: " + locks.reason.message, "denied");
     }
     if (locks.status === "fulfilled" && prefix === prefixInput.value) {
-      renderLocks(locks.value || [], prefix);
+      renderLocks(locks.value.items, prefix, locks.value.truncated);
       // The graph is of the whole table; lock names for its labels come
       // from the filtered list, so with a prefix some labels may be absent.
-      const denied = wg.status === "rejected" && wg.reason.status === 403 ? wg.reason.message : null;
-      renderGraph(graphEdges(locks.value || [], wg.status === "fulfilled" ? wg.value : null), denied);
+      const denied = why(wg) === 403 ? wg.reason.message : null;
+      renderGraph(graphEdges(locks.value.items, wg.status === "fulfilled" ? wg.value : null), denied);
     }
-    if (errs.length) setLive(false, "error: " + errs[0]);
+    const errs = [st, locks].filter((r) => r.status === "rejected" && r.reason.status !== 403).map((r) => r.reason.message);
+    if (why(locks) === 401) setLive(false, "needs a token");
+    else if (errs.length) setLive(false, "error: " + errs[0]);
     else setLive(true, "live · " + new Date().toLocaleTimeString());
   }
 
@@ -316,32 +369,64 @@
       wake = null;
     }
   }
-  // The event stream, read with fetch so that it can carry the token
-  // (EventSource cannot send headers). A node ends a stream after its
-  // maximum duration, or it breaks: reconnect with backoff.
+  // The event stream (GET /v1/events), read with fetch() so that it
+  // carries the token: EventSource cannot send headers. A node ends a
+  // stream after its maximum duration, refuses one over its limit (429) or
+  // without a valid token (401), or the connection breaks: reconnect with
+  // backoff (0.5 s doubling to 30 s, with jitter; back to 0.5 s once a
+  // stream has delivered an event). A new token reopens the stream at once.
+  let restream = null;
   async function follow() {
-    for (let backoff = 500; ; backoff = Math.min(backoff * 2, 15000)) {
+    let backoff = 500;
+    for (;;) {
+      const ctl = new AbortController();
+      restream = () => { backoff = 500; ctl.abort(); };
       try {
-        const res = await fetch("/v1/events", { cache: "no-store", headers: authHeaders() });
+        const res = await fetch("/v1/events", { cache: "no-store", headers: authHeaders(), signal: ctl.signal });
         if (res.ok && res.body) {
-          backoff = 500;
-          const reader = res.body.getReader();
-          const dec = new TextDecoder();
-          let buf = "";
-          for (;;) {
-            const { value, done } = await reader.read();
-            if (done) break;
-            buf += dec.decode(value, { stream: true });
-            let i;
-            while ((i = buf.indexOf("\n\n")) >= 0) {
-              const ev = buf.slice(0, i);
-              buf = buf.slice(i + 2);
-              if (ev.split("\n").some((l) => l.startsWith("data:"))) { if (wake) wake(); else dirty = true; }
-            }
-          }
+          await readEvents(res.body.getReader(), () => {
+            backoff = 500;
+            if (wake) wake(); else dirty = true;
+          });
+        } else if (res.body) {
+          res.body.cancel().catch(() => {});
         }
-      } catch (err) { /* reconnect below */ }
-      await new Promise((r) => setTimeout(r, backoff));
+      } catch (err) { /* aborted or broken: reconnect below */ }
+      // Wait, unless a new token cuts the wait short.
+      const wait = backoff * (0.75 + Math.random() / 2);
+      backoff = Math.min(backoff * 2, 30000);
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, wait);
+        restream = () => { backoff = 500; clearTimeout(t); resolve(); };
+      });
+    }
+  }
+
+  // readEvents parses the text/event-stream format (lines end in CRLF, LF
+  // or CR; a blank line ends an event; lines starting ":" are comments,
+  // like the node's keepalives) and calls onEvent for each event with
+  // data, until the stream ends.
+  async function readEvents(reader, onEvent) {
+    const dec = new TextDecoder();
+    let buf = "", data = null;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+      for (;;) {
+        const m = /\r\n|\r|\n/.exec(buf);
+        // A lone CR at the end may be the first half of a CRLF.
+        if (!m || (m[0] === "\r" && m.index === buf.length - 1)) break;
+        const line = buf.slice(0, m.index);
+        buf = buf.slice(m.index + m[0].length);
+        if (line === "") {
+          if (data !== null) onEvent(data);
+          data = null;
+        } else if (line === "data" || line.startsWith("data:")) {
+          const v = line.slice(5).replace(/^ /, "");
+          data = data === null ? v : data + "\n" + v;
+        }
+      }
     }
   }
   if (streaming) follow();

@@ -168,6 +168,10 @@ func (a *agent) serveHTTP() error {
 	if err != nil {
 		return err
 	}
+	if err := raftMetrics(srv.Registerer()); err != nil {
+		srv.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
 		srv.Close()

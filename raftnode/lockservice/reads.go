@@ -185,6 +185,14 @@ func (s *Service) Stats() lockstate.Stats {
 	return st
 }
 
+// Counters returns what this node's table has applied since it started
+// (or last restored a snapshot), for metrics.
+func (s *Service) Counters() lockstate.Counters {
+	var c lockstate.Counters
+	s.fsm.Read(func(t *lockstate.Table) { c = t.Counters() })
+	return c
+}
+
 // AppliedIndex returns the index of the last entry this node applied.
 func (s *Service) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
 

@@ -58,3 +58,38 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 		t.Errorf("locks --stale without quorum: exit %d after %v, out %q, stderr %q", code, took.Round(time.Millisecond), out, stderr)
 	}
 }
+
+// TestMetrics: /metrics has the table's _total counters, raft's commit
+// time and leader-change counter (go-metrics through the Prometheus sink),
+// and waits apart from request latency (issue 12).
+func TestMetrics(t *testing.T) {
+	c := startCluster(t, 1)
+	leader := c.waitLeader(c.nodes, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.api.createSession(ctx, leader.httpAddr, "30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.api.acquire(ctx, leader.httpAddr, s, "", "jobs/m", "1s"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.api.hc.Get("http://" + leader.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	text := b.String()
+	for _, want := range []string{"lockd_grants_total 1", "lockd_handoffs_total", "lockd_timeouts_total", "lockd_deadlocks_total{outcome=\"abort\"}",
+		"lockd_session_expiries_total", "lockd_cancels_total", "lockd_raft_commitTime_count", "lockd_raft_state_leader 1",
+		`lockd_http_wait_duration_seconds_count{code="200",route="POST /v1/acquire"} 1`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(text, `lockd_http_request_duration_seconds_count{code="200",route="POST /v1/acquire"}`) {
+		t.Error("a waiting acquire is in the request-latency histogram")
+	}
+}
