@@ -23,8 +23,8 @@ func newMetrics(s *Server) (*metrics, error) {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "lockd_http_request_duration_seconds",
-			Help: "HTTP request latency by route pattern and status code, of requests that do not wait (waits: lockd_http_wait_duration_seconds).",
+			Name:    "lockd_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern and status code, of requests that do not wait (waits: lockd_http_wait_duration_seconds).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "code"}),
 		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
