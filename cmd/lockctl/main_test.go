@@ -65,7 +65,8 @@ func startDevProc(t *testing.T, pki string, extra ...string) (string, *os.Proces
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--dev", "--http-addr", addr, "--log-level", "warn"}, extra...)
+	// A data dir of the test's: a --dev node killed by a test cannot remove its own.
+	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "warn"}, extra...)
 	hc, base := http.DefaultClient, "http://"+addr
 	if pki != "" {
 		ca, cert, key := filepath.Join(pki, "ca.pem"), filepath.Join(pki, "dev.pem"), filepath.Join(pki, "dev-key.pem")

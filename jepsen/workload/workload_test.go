@@ -24,7 +24,7 @@ func startDev(t *testing.T) string {
 		t.Skip("needs the lockd binary (not built with -short)")
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(t, 1)[0])
-	cmd := exec.Command(lockdBin, "--dev", "--http-addr", addr, "--log-level", "warn")
+	cmd := exec.Command(lockdBin, "--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "warn") // killed: its own data dir would stay
 	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
