@@ -224,7 +224,7 @@ func TestEventsStream(t *testing.T) {
 // a refusal into #after-login, presses "forget token" and copies it again
 // into #after-forget. #stored says whether the tab's sessionStorage held a
 // token at each step.
-const loginHarness = `<!doctype html><html><body>
+const loginHarness = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body>
 <div id="after-login"></div><div id="after-forget"></div><p id="stored"></p>
 <iframe id="f" src="/ui/?live=poll" width="1200" height="900"></iframe>
 <script>
