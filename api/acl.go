@@ -122,7 +122,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkText("lock name", req.Name); err != nil {
+	if err := checkLockName(req.Name); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -67,7 +67,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRequest) {
-	if err := checkText("lock name", req.Name); err != nil {
+	if err := checkLockName(req.Name); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.session(r, req.Session)
 	if err == nil {
-		err = checkText("lock name", req.Name)
+		err = checkLockName(req.Name)
 	}
 	var kept bool
 	if err == nil {

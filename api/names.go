@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -45,9 +46,22 @@ func codePoint(r rune) string { return fmt.Sprintf("U+%04X", r) }
 // checkNames checks each lock name of an acquire.
 func checkNames(specs []LockSpec) error {
 	for _, sp := range specs {
-		if err := checkText("lock name", sp.Name); err != nil {
+		if err := checkLockName(sp.Name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkLockName is checkText for a lock name, with a clearer word than the
+// table's for a name with a slash at either end (the table calls it an
+// empty segment, which it is).
+func checkLockName(name string) error {
+	switch {
+	case strings.HasPrefix(name, "/"):
+		return invalid("lock name %q starts with '/': names are relative, like \"jobs/backup\"", name)
+	case strings.HasSuffix(name, "/"):
+		return invalid("lock name %q ends with '/'", name)
+	}
+	return checkText("lock name", name)
 }

@@ -274,8 +274,19 @@ func (e *env) client() (*client.Client, error) {
 // calls for.
 func (e *env) fail(cmd string, err error) int {
 	code := exitCode(err)
-	fmt.Fprintf(e.stderr, "lockctl %s: %s: %v\n", cmd, cause(code), err)
+	fmt.Fprintf(e.stderr, "lockctl %s: %s: %s\n", cmd, cause(code), reason(err))
 	return code
+}
+
+// reason says why err happened, once: the server's code and message for
+// an answer of the cluster (without the client's layers of context, which
+// repeat "lockd"), the error itself otherwise.
+func reason(err error) string {
+	var ae *client.Error
+	if errors.As(err, &ae) && ae.HTTPStatus != 0 {
+		return ae.Code + ": " + ae.Message
+	}
+	return err.Error()
 }
 
 // exitCode maps an error of the client to an exit code.

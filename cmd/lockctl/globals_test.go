@@ -53,3 +53,19 @@ func TestFailsFastWithoutANode(t *testing.T) {
 		t.Logf("%q failed after %v", args, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// TestLockSaysWhereItWaits: lockctl lock --verbose, waiting, prints its
+// place in the queue and who holds the name (issue 12).
+func TestLockSaysWhereItWaits(t *testing.T) {
+	addr := startDev(t)
+	holder := startLockctl(t, addr, t.TempDir(), "lock", "jobs/busy", "--", "sleep", "30")
+	waitFor(t, 10*time.Second, "the holder", func() bool {
+		_, out, _ := lockctl(t, addr, "get", "jobs/busy")
+		return strings.Contains(out, "write")
+	})
+	code, _, stderr := lockctl(t, addr, "lock", "--verbose", "--wait", "4s", "jobs/busy", "--", "true")
+	if code != exitNotAcquired || !strings.Contains(stderr, "waiting") || !strings.Contains(stderr, "0 ahead in the queue; held by session") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	_ = holder
+}

@@ -51,9 +51,10 @@ type lockOpts struct {
 	wait  waitFlag
 	limit int
 	ttl   time.Duration
-	grace time.Duration
-	name  string
-	argv  []string
+	grace   time.Duration
+	verbose bool
+	name    string
+	argv    []string
 }
 
 const lockHelp = `
@@ -82,6 +83,7 @@ func runLock(e *env, args []string) int {
 	fs.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of `N` permits and take one (at most N jobs at once)")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL: how long the lock outlives a lockctl that stops keeping it alive")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost session, how long before SIGKILL")
+	fs.BoolVar(&o.verbose, "verbose", false, "while waiting, print progress to stderr every few seconds (always when stderr is a terminal)")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -198,6 +200,9 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 		return nil, nil, e.fail("lock", err)
 	}
 	w.sessions <- s
+	if o.verbose || isTerminal(e.stderr) {
+		go e.progress(ctx, c, s, o.name)
+	}
 	g, waited, err := takeLock(ctx, s, o, e.timeout)
 	cancel() // stop the signal watcher before asking it what it saw
 	if sig := w.signal.Load(); sig != 0 {
