@@ -47,10 +47,10 @@ func (w *waitFlag) Set(s string) error {
 
 // lockOpts are the flags of lockctl lock.
 type lockOpts struct {
-	read  bool
-	wait  waitFlag
-	limit int
-	ttl   time.Duration
+	read    bool
+	wait    waitFlag
+	limit   int
+	ttl     time.Duration
 	grace   time.Duration
 	verbose bool
 	name    string
