@@ -32,6 +32,9 @@ type Config struct {
 	// Intruder says the run had an intruder (ACLs on): Ownership must
 	// then see refused attempts to be valid.
 	Intruder bool
+	// SessionTTL is the clients' session TTL (Ownership's loss window);
+	// 0 means 10 seconds, the suite's default.
+	SessionTTL time.Duration
 }
 
 func (c Config) maxAnomalies() int {

@@ -15,40 +15,104 @@ func HadIntruder(events []history.Event) bool {
 	return false
 }
 
-// Ownership checks the intruder's attempts (workload/intruder.go): with a
-// token of its own it tried to act through other clients' sessions, and
-// every attempt must have been refused as forbidden (or found the session
-// gone). An attempt the cluster accepted is a violation: an operation made
-// with one token changed another's session. So is any other refusal,
-// which means the request got past the ownership check to be refused for
-// something else. Attempts with an unknown outcome are counted.
+// Ownership checks that no operation made with one token changed a
+// session of another. The intruder (workload/intruder.go) tried, with a
+// token of its own, to act through the workers' sessions; two checks:
+//
+//  1. every attempt was refused as forbidden, or found the session or
+//     request gone (404: nothing to change). An accepted attempt is a
+//     violation; so is any other refusal, which means the request got
+//     past the ownership check to be refused for something else.
+//     Attempts with an unknown outcome are counted.
+//  2. no worker lost its session, or had an acquire cancelled, with no
+//     fault and no operation of its own to explain it, after an intruder
+//     attempt through that session: whatever that attempt was answered,
+//     it changed the session (see unexplainedLosses).
+//
+// A run whose intruder was never refused as forbidden proved nothing:
+// unknown.
 func Ownership(events []history.Event, cfg Config) Result {
 	r := newResult("ownership")
-	for _, e := range events {
-		if e.Process != history.Intruder || e.F != history.Intrude || e.Type == history.Invoke {
-			continue
-		}
-		what := ""
-		if len(e.Names) > 0 {
-			what = e.Names[0]
-		}
-		switch {
-		case e.Type == history.OK:
-			r.anomaly(cfg, "event %d: the intruder's %s through session %s, another token's, was accepted", e.Index, what, e.Session)
-		case e.Type == history.Info:
-			r.Counts["unknown"]++
-		case e.Error == "forbidden":
-			r.Counts["forbidden"]++
-		case e.Error == "session_not_found":
-			r.Counts["session_gone"]++
-		default:
-			r.anomaly(cfg, "event %d: the intruder's %s through session %s got past the ownership check (refused as %s)",
-				e.Index, what, e.Session, e.Error)
-		}
+	attempts := intrusions(events)
+	for _, a := range attempts {
+		judgeIntrusion(a, cfg, &r)
 	}
+	unexplainedLosses(events, attempts, cfg, &r)
 	if cfg.Intruder && r.Counts["forbidden"] == 0 && r.Verdict == Valid {
 		r.Verdict = Unknown
 		r.Note = "the intruder made no attempt that was refused as forbidden: the check proved nothing"
 	}
 	return r
+}
+
+// intrusion is one intruder attempt: its invoke and completion (nil:
+// none, unknown).
+type intrusion struct {
+	inv  history.Event
+	comp *history.Event
+}
+
+func (a intrusion) what() string {
+	if len(a.inv.Names) == 0 {
+		return "attempt"
+	}
+	return a.inv.Names[0]
+}
+
+func (a intrusion) typ() history.Type {
+	if a.comp == nil {
+		return history.Info
+	}
+	return a.comp.Type
+}
+
+// intrusions pairs the intruder's invokes with their completions (it
+// runs one attempt at a time).
+func intrusions(events []history.Event) []intrusion {
+	var out []intrusion
+	open := -1
+	for _, e := range events {
+		if e.Process != history.Intruder || e.F != history.Intrude {
+			continue
+		}
+		if e.Type == history.Invoke {
+			open = len(out)
+			out = append(out, intrusion{inv: e})
+			continue
+		}
+		if open >= 0 {
+			c := e
+			out[open].comp = &c
+			open = -1
+		}
+	}
+	return out
+}
+
+// refusedUnchanged are the refusals after which the attempt certainly
+// changed nothing: the ownership check, or nothing there to change.
+var refusedUnchanged = map[string]string{
+	"forbidden":         "forbidden",
+	"session_not_found": "session_gone",
+	"request_not_found": "request_gone",
+}
+
+// judgeIntrusion is check 1 for one attempt.
+func judgeIntrusion(a intrusion, cfg Config, r *Result) {
+	r.Counts["attempts"]++
+	switch a.typ() {
+	case history.OK:
+		r.Counts["accepted"]++
+		r.anomaly(cfg, "event %d: the intruder's %s through session %s, another token's, was accepted",
+			a.comp.Index, a.what(), a.inv.Session)
+	case history.Info:
+		r.Counts["unknown"]++
+	default:
+		if k, ok := refusedUnchanged[a.comp.Error]; ok {
+			r.Counts[k]++
+			return
+		}
+		r.anomaly(cfg, "event %d: the intruder's %s through session %s got past the ownership check (refused as %s)",
+			a.comp.Index, a.what(), a.inv.Session, a.comp.Error)
+	}
 }
