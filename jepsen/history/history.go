@@ -45,13 +45,16 @@ const (
 // Intrude is an intruder's attempt, with its own token, to act through
 // another client's session (Session): Names[0] says what it tried
 // ("keepalive", "release", "surrender", "close", "acquire"; Names[1] the
-// lock). ok: the cluster let it; fail: refused (Error: the code).
+// lock; or "cancel", Names[1] the pending request's id). ok: the cluster
+// let it; fail: refused (Error: the code); info: unknown.
 const Intrude = "intrude"
 
 // Operation names (Event.F) of client processes.
 const (
 	// Acquire: Locks and Require in; Granted (and Token, the request's
-	// token) on ok; Error on fail ("timeout", "deadlock", ...).
+	// token) on ok; Error on fail ("timeout", "deadlock", ...;
+	// "cancelled": by someone else, the client never cancels a wait that
+	// is still running).
 	Acquire = "acquire"
 	// Release: Names in (one hold of each). fail "not_held" means the
 	// session no longer held them (lost by expiry).

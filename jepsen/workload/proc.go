@@ -114,10 +114,14 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 }
 
 // definiteAcquireFailure: answers after which the request certainly
-// holds nothing.
+// holds nothing. A request cancelled while the worker still waited was
+// cancelled by someone else (the client cancels only once its own
+// deadline passed, and that is recorded as unknown): recorded as a fail
+// "cancelled", which the Ownership checker looks for.
 func definiteAcquireFailure(code string) bool {
 	switch code {
-	case client.CodeTimeout, client.CodeDeadlock, client.CodeLimitMismatch, client.CodePoorlyOrderedAccess:
+	case client.CodeTimeout, client.CodeDeadlock, client.CodeLimitMismatch, client.CodePoorlyOrderedAccess,
+		client.CodeCancelled:
 		return true
 	}
 	return false

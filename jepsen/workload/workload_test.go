@@ -18,13 +18,14 @@ import (
 )
 
 // startDev runs `lockd --dev` on a free port and returns its address.
-func startDev(t *testing.T) string {
+func startDev(t *testing.T, flags ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs the lockd binary (not built with -short)")
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(t, 1)[0])
-	cmd := exec.Command(lockdBin, "--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "warn") // killed: its own data dir would stay
+	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "error"}, flags...)
+	cmd := exec.Command(lockdBin, args...) // killed: its own data dir would stay
 	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +50,18 @@ func startDev(t *testing.T) string {
 // results and the events.
 func runWorkload(t *testing.T, addr, name string, fenced, pause bool, d time.Duration) ([]checker.Result, []history.Event) {
 	t.Helper()
+	return runWorkloadEnv(t, addr, name, d, func(env *workload.Env) {
+		env.Res = resource.New(fenced)
+		if pause {
+			env.Pauses = &workload.Pauses{}
+		}
+	})
+}
+
+// runWorkloadEnv is runWorkload with the Env (fenced resource, no client
+// pause) changed by set.
+func runWorkloadEnv(t *testing.T, addr, name string, d time.Duration, set func(*workload.Env)) ([]checker.Result, []history.Event) {
+	t.Helper()
 	w, err := workload.New(name)
 	if err != nil {
 		t.Fatal(err)
@@ -57,9 +70,10 @@ func runWorkload(t *testing.T, addr, name string, fenced, pause bool, d time.Dur
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := resource.New(fenced)
-	env := &workload.Env{Rec: rec, Res: res, Endpoints: []string{addr}, TTL: time.Second,
-		Wait: 2 * time.Second, Hold: 20 * time.Millisecond, Pauses: &workload.Pauses{}, Seed: 1}
+	env := &workload.Env{Rec: rec, Res: resource.New(true), Endpoints: []string{addr}, TTL: time.Second,
+		Wait: 2 * time.Second, Hold: 20 * time.Millisecond, Seed: 1}
+	set(env)
+	res, pause := env.Res, env.Pauses != nil
 	cs, err := workload.NewClients(env, w, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +98,20 @@ func runWorkload(t *testing.T, addr, name string, fenced, pause bool, d time.Dur
 	cs.Close(fctx)
 	workload.FinalRead(rec, res)
 	events := rec.Events()
-	return checker.All(events, checker.Config{Workload: name, Limit: w.Limit(), Fenced: fenced,
-		LinearizabilityTimeout: time.Minute, LivenessBound: 10 * time.Second}), events
+	return checker.All(events, checker.Config{Workload: name, Limit: w.Limit(), Fenced: res.Fenced(),
+		LinearizabilityTimeout: time.Minute, LivenessBound: 10 * time.Second, Intruder: env.Intruder != "",
+		SessionTTL: env.TTL}), events
+}
+
+// countIntrusions counts the intruder's attempts of kind what.
+func countIntrusions(events []history.Event, what string) int {
+	n := 0
+	for _, e := range events {
+		if e.F == history.Intrude && e.Type == history.Invoke && len(e.Names) > 0 && e.Names[0] == what {
+			n++
+		}
+	}
+	return n
 }
 
 func count(events []history.Event, f string, typ history.Type) int {

@@ -178,13 +178,13 @@ func runCmd(args []string) (int, error) {
 		return 1, fmt.Errorf("cluster up: %w", err)
 	}
 
-	var toks *aclTokens
+	var toks *workload.Tokens
 	if cfg.negative != negNoConsensus {
-		if toks, err = setupACL(ctx, cl, cfg.clients); err != nil {
+		if toks, err = setupACL(ctx, cl, cfg.clients, logf); err != nil {
 			saveLogs(cl, outDir)
 			return 1, fmt.Errorf("ACL setup: %w", err)
 		}
-		logf("ACLs bootstrapped: %d worker tokens and an intruder's", len(toks.workers))
+		logf("ACLs bootstrapped: %d worker tokens and an intruder's, write on %q", len(toks.Workers), workload.TokenPrefix)
 	}
 	sum, err := execute(ctx, cfg, cl, toks, outDir, id, started, logf)
 	saveLogs(cl, outDir)
@@ -259,7 +259,7 @@ func up(ctx context.Context, cl *compose.Cluster, standalone bool) error {
 
 // execute runs the workload under the nemesis, the final phase and the
 // checks, and writes the report.
-func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *aclTokens, outDir, id string, started time.Time,
+func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *workload.Tokens, outDir, id string, started time.Time,
 	logf func(string, ...any)) (report.Summary, error) {
 	rec, err := history.NewRecorder(filepath.Join(outDir, "history.jsonl"))
 	if err != nil {
@@ -290,7 +290,8 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *acl
 	events := rec.Events()
 	logf("checking %d events", len(events))
 	ccfg := checker.Config{Workload: cfg.workload, Limit: w.Limit(), Fenced: res.Fenced(), OutDir: outDir,
-		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness, Intruder: toks != nil}
+		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness, Intruder: toks != nil,
+		SessionTTL: cfg.ttl}
 	results := checker.All(events, ccfg)
 	if cfg.negative != negNoConsensus {
 		results = append(results, checker.Convergence(nodes))
@@ -309,7 +310,7 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *acl
 }
 
 // newClients makes the workload's clients of the cluster's nodes.
-func newClients(cfg *runConfig, cl *compose.Cluster, toks *aclTokens, rec *history.Recorder, res *resource.Resource,
+func newClients(cfg *runConfig, cl *compose.Cluster, toks *workload.Tokens, rec *history.Recorder, res *resource.Resource,
 	w workload.Workload, pauses *workload.Pauses) (*workload.Clients, error) {
 	var eps []string
 	for _, n := range cl.Names() {
@@ -326,9 +327,9 @@ func newClients(cfg *runConfig, cl *compose.Cluster, toks *aclTokens, rec *histo
 	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
 		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog, TLS: conf}
 	if toks != nil {
-		env.Tokens, env.Intruder = toks.workers, toks.intruder
+		env.Tokens, env.Intruder = toks.Workers, toks.Intruder
 		if cfg.negative == negIntruderAdmin {
-			env.Intruder = toks.admin
+			env.Intruder = toks.Admin
 		}
 	}
 	return workload.NewClients(env, w, cfg.clients)
