@@ -10,26 +10,42 @@ import (
 )
 
 // TestCloseBigSessionThroughFollower: closing a session whose answer is
-// many megabytes (every name it held) through a follower comes back whole,
-// not as an unknown outcome whose retry finds no session.
+// many megabytes (every name it held: over 4 MiB between the nodes and to
+// the client) through a follower comes back whole, not as an unknown
+// outcome whose retry finds no session and lists nothing.
 func TestCloseBigSessionThroughFollower(t *testing.T) {
 	if testing.Short() {
-		t.Skip("acquires 24k locks")
+		t.Skip("acquires 30k locks")
 	}
 	follower := threeNodes(t, nodeOptions{})[1]
 	s := follower.session(map[string]any{"ttl": "60s"})
 	pad := strings.Repeat("p", 100) + "/" + strings.Repeat("q", 100)
-	const batches, per = 375, 64 // 24,000 names of ~210 bytes: a 5+ MB answer
+	const batches, per = 469, 64 // 30,016 names of ~210 bytes: a 6+ MB answer
+	want := make(map[string]bool, batches*per)
 	for b := range batches {
 		locks := make([]map[string]any, per)
 		for i := range locks {
-			locks[i] = map[string]any{"name": fmt.Sprintf("big/%s-%05d", pad, b*per+i)}
+			name := fmt.Sprintf("big/%s-%05d", pad, b*per+i)
+			locks[i], want[name] = map[string]any{"name": name}, true
 		}
 		follower.must(http.StatusOK, "POST", "/v1/acquire", map[string]any{"session": s, "locks": locks}, nil)
 	}
-	var closed api.CloseSessionResponse
-	follower.must(http.StatusOK, "DELETE", "/v1/sessions/"+s, nil, &closed)
-	if len(closed.Released) != batches*per {
-		t.Fatalf("close through a follower listed %d released names, want %d", len(closed.Released), batches*per)
+	if st := follower.status(); st.State != "follower" {
+		t.Fatalf("the node closing the session is the %s; want a follower", st.State)
 	}
+	var closed api.CloseSessionResponse
+	r := follower.must(http.StatusOK, "DELETE", "/v1/sessions/"+s, nil, &closed)
+	if len(r.body) <= 4<<20 {
+		t.Fatalf("the answer takes %d bytes; the test wants more than 4 MiB", len(r.body))
+	}
+	for _, rl := range closed.Released {
+		if !want[rl.Name] {
+			t.Fatalf("released %q: not held, or listed twice", rl.Name)
+		}
+		delete(want, rl.Name)
+	}
+	if len(want) > 0 {
+		t.Fatalf("close through a follower listed %d released names; %d held names are missing", len(closed.Released), len(want))
+	}
+	follower.mustErr(http.StatusNotFound, "session_not_found", "GET", "/v1/sessions/"+s, nil)
 }

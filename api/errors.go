@@ -95,6 +95,9 @@ func toError(err error) *Error {
 		return invalid("request body is larger than %d bytes", mbe.Limit)
 	case errors.As(err, &re):
 		return retryRequest(re)
+	case errors.Is(err, raftnode.ErrAnswerLost): // before unknown outcome: a retry may have joined it
+		return errorf(http.StatusInternalServerError, CodeInternal, "the write was applied, but the leader's answer "+
+			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect: %v", err)
 	case errors.Is(err, raftnode.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
 		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. "+

@@ -33,9 +33,6 @@ const (
 	headerForwarder = "X-Lockd-Forwarded-By"
 	// maxRequestBody bounds an internal call's body: a command, or less.
 	maxRequestBody = MaxEntryBytes + 1024
-	// maxReplyBody bounds an internal answer (a result lists every name a
-	// closed session held).
-	maxReplyBody = 64 << 20
 	// forwardTimeout bounds a forwarded call whose context has no deadline.
 	forwardTimeout = 30 * time.Second
 )
@@ -46,8 +43,26 @@ const (
 	codeUnknownOutcome  = "unknown_outcome" // the command may have committed
 	codeSessionNotFound = "session_not_found"
 	codeRemoveLeader    = "remove_leader"
+	codeTooLarge        = "answer_too_large" // applied, but the answer is over maxReplyBody
 	codeError           = "error"
 )
+
+// maxReplyBody bounds an internal answer. Answers come from an
+// authenticated member and are as large as their results: closing a
+// session lists every name it held (100k holds of long names are tens of
+// megabytes). The bound only stops a broken peer from filling memory; a
+// leader never sends more (writeReply), and a reply cut short is an
+// ErrAnswerLost, never an unknown outcome. A variable for tests.
+var maxReplyBody atomic.Int64
+
+func init() { maxReplyBody.Store(1 << 30) }
+
+// ErrAnswerLost: the leader applied the command, but its answer did not
+// come back (over maxReplyBody, or cut off while it was read). Unlike
+// ErrUnknownOutcome the outcome is known, so the command must not be
+// repeated: a repeat would find its effect (a closed session, a released
+// hold) and report something else.
+var ErrAnswerLost = errors.New("raftnode: the leader applied the command, but its answer was lost")
 
 // wireReply answers every internal call.
 type wireReply struct {
@@ -159,24 +174,53 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		// whatever answered did not run the command.
 		return nil, fmt.Errorf("%w: forward to %s%s: unexpected answer %s", errRetry, addr, path, resp.Status)
 	}
-	var rep wireReply
-	if err := msgpack.NewDecoder(io.LimitReader(resp.Body, maxReplyBody)).Decode(&rep); err != nil {
-		return nil, failed(fmt.Errorf("read answer: %w", err))
+	rep, err := readReply(resp.Body)
+	if err != nil && mutates && resp.StatusCode == http.StatusOK {
+		// The leader answers 200 only after it applied the command.
+		return nil, fmt.Errorf("%w (leader at %s): %w", ErrAnswerLost, addr, err)
 	}
+	if err != nil {
+		return nil, failed(err)
+	}
+	if err := rep.err(addr); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// err is the failure a reply's code reports, or nil.
+func (rep *wireReply) err(addr string) error {
 	switch rep.Code {
 	case "":
-		return &rep, nil
+		return nil
 	case codeNotLeader:
-		return nil, fmt.Errorf("%w: %s says: %s", errRetry, addr, rep.Message)
+		return fmt.Errorf("%w: %s says: %s", errRetry, addr, rep.Message)
 	case codeUnknownOutcome:
-		return nil, fmt.Errorf("%w: leader at %s: %s", ErrUnknownOutcome, addr, rep.Message)
+		return fmt.Errorf("%w: leader at %s: %s", ErrUnknownOutcome, addr, rep.Message)
 	case codeSessionNotFound:
-		return nil, ErrSessionNotFound
+		return ErrSessionNotFound
 	case codeRemoveLeader:
-		return nil, ErrRemoveLeader
+		return ErrRemoveLeader
+	case codeTooLarge:
+		return fmt.Errorf("%w: leader at %s: %s", ErrAnswerLost, addr, rep.Message)
 	default:
-		return nil, fmt.Errorf("raftnode: leader at %s: %s", addr, rep.Message)
+		return fmt.Errorf("raftnode: leader at %s: %s", addr, rep.Message)
 	}
+}
+
+// readReply decodes one answer of at most maxReplyBody bytes.
+func readReply(body io.Reader) (*wireReply, error) {
+	limit := maxReplyBody.Load()
+	lr := &io.LimitedReader{R: body, N: limit + 1}
+	var rep wireReply
+	err := msgpack.NewDecoder(lr).Decode(&rep)
+	if lr.N <= 0 {
+		return nil, fmt.Errorf("read answer: over %d bytes", limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	return &rep, nil
 }
 
 // newHandler serves the internal endpoints. Each answers for this node
@@ -279,10 +323,19 @@ func (n *Node) replyError(w http.ResponseWriter, err error) {
 	}
 }
 
+// writeReply answers rep. An answer over maxReplyBody, which the caller
+// would not read, becomes codeTooLarge: the caller learns that the command
+// was applied (at rep.Index) and that its answer is lost, rather than
+// taking a cut-off answer for an unknown outcome and repeating it.
 func writeReply(w http.ResponseWriter, status int, rep wireReply) {
 	b, err := msgpack.Marshal(&rep)
 	if err != nil {
 		b, _ = msgpack.Marshal(&wireReply{Code: codeError, Message: "encode reply: " + err.Error()})
+		status = http.StatusInternalServerError
+	}
+	if limit := maxReplyBody.Load(); int64(len(b)) > limit {
+		b, _ = msgpack.Marshal(&wireReply{Code: codeTooLarge, Index: rep.Index,
+			Message: fmt.Sprintf("applied at index %d, but the answer takes %d bytes, over the limit of %d", rep.Index, len(b), limit)})
 		status = http.StatusInternalServerError
 	}
 	w.Header().Set("Content-Type", contentType)

@@ -1,0 +1,77 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// TestAnswerOverTheLimitIsNotAnUnknownOutcome: when the leader's answer to
+// a forwarded command is over the reply limit, the follower learns that
+// the command was applied and its answer lost (ErrAnswerLost), never an
+// unknown outcome that a caller would repeat (a repeated close finds no
+// session and reports nothing released).
+func TestAnswerOverTheLimitIsNotAnUnknownOutcome(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.leader()
+	f := c.followers(l)[0].get()
+	s := createSession(t, f, time.Minute)
+	for i := range 20 {
+		acquire(t, f, s, fmt.Sprintf("big/%02d-%s", i, strings.Repeat("x", 100)), "", 0, 0)
+	}
+	old := maxReplyBody.Load()
+	maxReplyBody.Store(1024) // the close lists 20 names of 100+ bytes
+	defer maxReplyBody.Store(old)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err := f.Propose(ctx, &lockstate.CloseSession{Session: s})
+	if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("close with an answer over the limit: %v, want ErrAnswerLost only", err)
+	}
+	if !strings.Contains(err.Error(), "over the limit") {
+		t.Errorf("the error does not say why: %v", err)
+	}
+	c.converged()
+	if hasSession(l.get(), s) {
+		t.Fatal("the session is still open: the close was not applied")
+	}
+}
+
+// TestAnswerCutOffAfterOK: a 200 whose body breaks off means the leader
+// applied the command: ErrAnswerLost, not an unknown outcome; a read
+// whose answer breaks off may simply be retried.
+func TestAnswerCutOffAfterOK(t *testing.T) {
+	full, err := msgpack.Marshal(&wireReply{Index: 7, Result: &lockstate.Result{Released: []string{strings.Repeat("n", 4096)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", fmt.Sprint(len(full)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(full[:len(full)/2])
+		panic(http.ErrAbortHandler) // the connection breaks mid-answer
+	}))
+	defer srv.Close()
+	n := &Node{client: srv.Client(), timing: newTiming(testTiming)}
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	_, err = n.forward(context.Background(), addr, pathPropose, []byte{0}, true)
+	if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("propose answered 200 and cut off: %v, want ErrAnswerLost", err)
+	}
+	_, err = n.forward(context.Background(), addr, pathReadIndex, nil, false)
+	if !retryable(err) {
+		t.Fatalf("read-index answered 200 and cut off: %v, want a retryable error", err)
+	}
+}
