@@ -44,7 +44,8 @@ docker:
 
 # Jepsen-style fault injection against the docker compose cluster
 # (docs/jepsen.md). The smoke run: 3 nodes, mutex, partitions + kill -9 +
-# pauses for 100 s, then a short negative control that must be flagged.
+# pauses for 100 s (ACLs on, with the intruder), then two short negative
+# controls that must be flagged: no-consensus and intruder-admin.
 # Each run builds the image, brings the cluster up, tears it down and
 # exits non-zero unless judged as expected.
 jepsen-smoke:
