@@ -44,14 +44,14 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Add("Vary", "Origin") // the answer depends on it: caches must not mix origins
 		origin := r.Header.Get("Origin")
 		if origin == "" || !slices.Contains(s.cfg.AllowedOrigins, origin) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", origin)
-		h.Add("Vary", "Origin")
 		h.Set("Access-Control-Expose-Headers", "X-Lock-Index, X-Next-After")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
@@ -66,12 +66,16 @@ func (s *Server) cors(next http.Handler) http.Handler {
 
 // ParseOrigins splits a comma-separated list of origins
 // ("https://ops.example.com,http://localhost:3000") and checks each is a
-// scheme and host without a path.
+// scheme and host without a path: exact origins only, no "*" (the API
+// takes tokens; a wildcard would hand them to every site).
 func ParseOrigins(list string) ([]string, error) {
 	var out []string
 	for _, o := range strings.Split(list, ",") {
 		if o = strings.TrimSpace(o); o == "" {
 			continue
+		}
+		if strings.Contains(o, "*") {
+			return nil, errorf(http.StatusBadRequest, "invalid_request", "origin %q: wildcards are not accepted, name each origin", o)
 		}
 		scheme, host, ok := strings.Cut(o, "://")
 		if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/?#*") {

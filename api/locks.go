@@ -180,7 +180,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if !q.Has("token") {
 		err = invalid("the token query parameter is required")
-	} else {
+	} else if err = checkLockName(q.Get("name")); err == nil {
 		token, err = queryUint(q, "token")
 	}
 	var out CheckResponse
