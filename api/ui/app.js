@@ -30,6 +30,100 @@
   // the graph, the full id is in its tooltip.
   const sess = (id) => (String(id).length > 8 ? String(id).slice(0, 6) + "…" : "s" + id);
 
+  // ---- session names, ages, changes -----------------------------------------
+  // Names come from GET /v1/sessions?stale: a management token lists every
+  // session, another token only its own, so other sessions stay ids.
+  let sessionsById = new Map();
+  const nameOf = (id) => { const s = sessionsById.get(String(id)); return s && s.name ? s.name : ""; };
+  function sessNodes(id) {
+    const n = nameOf(id);
+    return [n ? el("span", { class: "sname", title: "session " + id }, n) : null,
+      el("span", { class: "sid", title: "session " + id }, id)];
+  }
+  const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+
+  // Ages are measured by this page: from the poll that first saw a hold
+  // (session, name, token) or a waiter (request id, name). What the first
+  // poll saw was already there: its age is a lower bound ("≥").
+  const seen = new Map(); // key -> {t, pre}
+  let baseline = true;
+  function seenAt(key, now) {
+    let s = seen.get(key);
+    if (!s) { s = { t: now, pre: baseline }; seen.set(key, s); }
+    return s;
+  }
+  function fmtDur(ms) {
+    const s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
+    return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
+  }
+  const ageText = (a) => a.dataset.verb + " " + (a.dataset.pre ? "≥" : "") + fmtDur(Date.now() - Number(a.dataset.t));
+  function age(verb, key, now) {
+    const s = seenAt(key, now);
+    const a = el("span", { class: "age", "data-verb": verb, "data-t": s.t, "data-pre": s.pre ? "1" : null,
+      title: s.pre ? "already there when this page loaded: at least this long" : "since this page first saw it" });
+    a.textContent = ageText(a);
+    return a;
+  }
+  setInterval(() => document.querySelectorAll(".age").forEach((a) => { a.textContent = ageText(a); }), 1000);
+  const holdKey = (l, h) => "h\0" + h.session + "\0" + l.name + "\0" + h.token;
+  const waitKey = (l, w) => "w\0" + w.request_id + "\0" + l.name;
+
+  // Recent changes and the grant rate, by comparing successive polls: a
+  // lock granted and released between two polls is not seen.
+  let prevSnap = null;
+  const changes = []; // newest first
+  const grants = []; // times this page saw a new hold
+  const CHANGES = 20;
+  function snapshot(locks) {
+    const m = new Map();
+    for (const l of locks) {
+      for (const h of l.holders || []) m.set(holdKey(l, h), { hold: true, lock: l.name, session: h.session, token: h.token, mode: h.mode });
+      for (const w of l.waiters || []) m.set(waitKey(l, w), { hold: false, lock: l.name, session: w.session, req: w.request_id, mode: w.mode });
+    }
+    return m;
+  }
+  function change(now, kind, text, d) {
+    changes.unshift({ t: now, kind, text, session: d.session });
+  }
+  function diffPolls(locks, now) {
+    const cur = snapshot(locks);
+    if (prevSnap) {
+      for (const [k, d] of cur) {
+        if (prevSnap.has(k)) continue;
+        if (d.hold) { grants.push(now); change(now, "granted", d.lock + " granted (" + d.mode + ", #" + d.token + ") to", d); }
+        else change(now, "queued", d.lock + ": request " + d.req + " (" + d.mode + ") queued by", d);
+      }
+      for (const [k, d] of prevSnap) {
+        if (cur.has(k)) continue;
+        if (d.hold) change(now, "released", d.lock + " (#" + d.token + ") no longer held (released, expired or revoked) by", d);
+        else change(now, "dequeued", d.lock + ": request " + d.req + " left the queue (granted or cancelled) of", d);
+      }
+      changes.splice(CHANGES);
+    }
+    for (const k of [...seen.keys()]) if (!cur.has(k)) seen.delete(k);
+    prevSnap = cur;
+    while (grants.length && grants[0] < now - 60000) grants.shift();
+  }
+  let firstPoll = 0;
+  function renderChanges(now) {
+    const items = changes.map((c) => el("li", { class: c.kind, "data-change": c.kind },
+      el("time", {}, new Date(c.t).toLocaleTimeString()), " ", c.text, " ", sessNodes(c.session)));
+    if (!items.length) items.push(el("li", { class: "empty" }, prevSnap ? "No change seen yet." : "Waiting for a first poll."));
+    $("changes").replaceChildren(...items);
+    const span = Math.min(60, (now - firstPoll) / 1000);
+    const rate = span >= 1 ? grants.length / span : 0;
+    $("rate").replaceChildren(el("strong", { id: "grant-rate" }, rate.toFixed(2) + " grants/s"),
+      " over the last " + Math.round(Math.max(span, 0)) + "s: " + grants.length + " new " + (grants.length === 1 ? "hold" : "holds") +
+      " seen appearing by this page (holds granted and released between two of its polls are missed)");
+  }
+  function resetSeen() {
+    prevSnap = null;
+    baseline = true;
+    seen.clear();
+  }
+
   // ---- ACL token ----------------------------------------------------------
   // With --acl every request but /v1/status needs "Authorization: Bearer".
   // The token is asked for when a node answers 401, kept in sessionStorage
@@ -117,6 +211,7 @@
     $("h-state").replaceChildren(el("span", { class: "badge " + st.state }, st.state));
     const leader = st.leader && st.leader.id;
     $("h-leader").textContent = leader ? leader + (st.leader.http_addr ? " (" + st.leader.http_addr + ")" : "") : "none";
+    $("noleader").hidden = !!leader;
     $("h-term").textContent = st.term;
     $("h-commit").textContent = st.commit_index;
     $("h-applied").textContent = st.applied_index;
@@ -149,15 +244,17 @@
     return el("span", { class: "chip " + cls }, parts);
   }
 
-  function renderLocks(locks, prefix, truncated) {
+  function renderLocks(locks, prefix, truncated, now) {
     $("locks-count").textContent = (truncated ? "first " : "") + locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
     const rows = locks.map((l) => {
       const holders = (l.holders || []).map((h) => chip("holder", [
-        el("span", { class: "sid", title: "session " + h.session }, h.session), el("span", { class: "k" }, h.mode),
-        el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token)]));
+        sessNodes(h.session), el("span", { class: "k" }, h.mode),
+        el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token),
+        age("held for", holdKey(l, h), now)]));
       const waiters = (l.waiters || []).map((w) => chip("waiter", [
-        el("span", { class: "sid", title: "session " + w.session }, w.session), el("span", { class: "k" }, w.mode),
-        el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id)]));
+        sessNodes(w.session), el("span", { class: "k" }, w.mode),
+        el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id),
+        age("waiting", waitKey(l, w), now)]));
       const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
       return el("tr", { "data-lock": l.name },
         el("td", { class: "name" }, l.name),
@@ -188,6 +285,11 @@
     lockMessage("Needs a token.");
     $("graph-count").textContent = "";
     $("graph").replaceChildren(el("p", { class: "empty" }, "Needs a token."));
+    $("sessions-count").textContent = "";
+    $("sessions").tBodies[0].replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "Needs a token.")));
+    $("session-detail").hidden = true;
+    sessionsById = new Map();
+    resetSeen();
   }
 
   // ---- wait-for graph ----------------------------------------------------
@@ -197,14 +299,17 @@
   function graphEdges(locks, serverEdges) {
     const names = new Map(); // "from>to" -> Set of lock names
     for (const l of locks) {
-      for (const w of l.waiters || []) {
-        for (const h of l.holders || []) {
-          if (h.session === w.session) continue;
-          const k = w.session + ">" + h.session;
+      // A waiter waits for the holders and for the waiters queued ahead
+      // of it (the server's graph says which of those it really waits for).
+      const ws = l.waiters || [];
+      ws.forEach((w, i) => {
+        for (const o of [...(l.holders || []), ...ws.slice(0, i)]) {
+          if (o.session === w.session) continue;
+          const k = w.session + ">" + o.session;
           if (!names.has(k)) names.set(k, new Set());
           names.get(k).add(l.name);
         }
-      }
+      });
     }
     const pairs = serverEdges ? serverEdges.map((e) => [String(e.from), String(e.to)])
       : [...names.keys()].map((k) => k.split(">"));
@@ -251,14 +356,21 @@
     const cyc = cycleNodes(nodes, edges);
     $("graph-count").textContent = edges.length + (edges.length === 1 ? " edge" : " edges") + (cyc.size ? " · deadlock" : "");
 
-    const W = 520, R = 22;
-    const H = nodes.length <= 2 ? 170 : 320;
-    const cx = W / 2, cy = H / 2, ring = nodes.length <= 2 ? 150 : Math.min(W, H) / 2 - R - 24;
+    // Nodes on a ring wide enough that neighbouring labels (names cut to
+    // 14 characters, 12px monospace) never overlap; the canvas grows with it.
+    const label = (n) => (nameOf(n) ? short(nameOf(n), 14) : sess(n));
+    const R = 22, CH = 7.5;
+    const labelW = Math.max(2 * R, ...nodes.map((n) => label(n).length * CH));
+    const need = nodes.length <= 2 ? 150 : (labelW + 16) / (2 * Math.sin(Math.PI / nodes.length));
+    const ring = Math.max(nodes.length <= 2 ? 150 : 114, need);
+    const W = Math.max(520, 2 * (ring + labelW / 2 + 12)), H = nodes.length <= 2 ? 170 : Math.max(320, 2 * (ring + R + 14));
+    const cx = W / 2, cy = H / 2;
     const pos = new Map();
     nodes.forEach((n, i) => {
       const a = nodes.length <= 2 ? Math.PI * i : -Math.PI / 2 + (2 * Math.PI * i) / nodes.length;
-      pos.set(n, { x: cx + ring * Math.cos(a), y: cy + ring * Math.sin(a) });
+      pos.set(n, { x: Math.round(cx + ring * Math.cos(a)), y: Math.round(cy + ring * Math.sin(a)) });
     });
+    $("graph-panel").classList.toggle("wide", edges.length > 12);
 
     const svg = el("svg:svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "wait-for graph" });
     const defs = el("svg:defs", {});
@@ -279,12 +391,12 @@
       const mx = (sx + tx) / 2 - uy * bend, my = (sy + ty) / 2 + ux * bend;
       const inCycle = cyc.has(e.from) && cyc.has(e.to);
       const g = el("svg:g", {},
-        el("svg:title", {}, sess(e.from) + " waits for " + sess(e.to) + (e.locks.length ? " on " + e.locks.join(", ") : "")),
+        el("svg:title", {}, label(e.from) + " waits for " + label(e.to) + (e.locks.length ? " on " + e.locks.join(", ") : "")),
         el("svg:path", { class: "edge" + (inCycle ? " cycle" : ""), d: `M${sx},${sy} Q${mx},${my} ${tx},${ty}`,
           "marker-end": "url(#" + (inCycle ? "arrow-cycle" : "arrow") + ")" }));
       if (e.locks.length && edges.length <= 12) {
-        const label = e.locks.length > 1 ? e.locks[0] + " +" + (e.locks.length - 1) : e.locks[0];
-        g.append(el("svg:text", { class: "elabel", x: (sx + 2 * mx + tx) / 4, y: (sy + 2 * my + ty) / 4 - 6 }, label));
+        const text = e.locks.length > 1 ? e.locks[0] + " +" + (e.locks.length - 1) : e.locks[0];
+        g.append(el("svg:text", { class: "elabel", x: (sx + 2 * mx + tx) / 4, y: (sy + 2 * my + ty) / 4 - 6 }, text));
       }
       svg.append(g);
     }
@@ -292,14 +404,72 @@
       const p = pos.get(n);
       const cls = "node" + (cyc.has(n) ? " cycle" : waiting.has(n) ? " waiting" : "");
       svg.append(el("svg:g", { class: cls, "data-session": n },
-        el("svg:title", {}, "session " + n + (waiting.has(n) ? " (waiting)" : " (holder)")),
+        el("svg:title", {}, "session " + n + (nameOf(n) ? " (" + nameOf(n) + ")" : "") + (waiting.has(n) ? ", waiting" : "")),
         el("svg:circle", { cx: p.x, cy: p.y, r: R }),
-        el("svg:text", { x: p.x, y: p.y }, sess(n))));
+        el("svg:text", { x: p.x, y: p.y }, label(n))));
     }
     const legend = el("div", { class: "legend" },
-      el("span", {}, el("span", { class: "sw" }), "waiter → holder"),
+      el("span", {}, el("span", { class: "sw" }), "waiting session → the session it waits for (a holder, or a waiter queued ahead of it)"),
+      edges.length > 12 ? el("span", {}, "lock names on hover") : null,
       cyc.size ? el("span", {}, el("span", { class: "sw cycle" }), "cycle (deadlock)") : null);
     box.replaceChildren(svg, legend);
+  }
+
+  // ---- sessions ----------------------------------------------------------
+
+  // The selected session (?session=ID, or a click on its row).
+  let selected = new URLSearchParams(location.search).get("session") || "";
+  function select(id) {
+    selected = selected === id ? "" : id;
+    const u = new URL(location.href);
+    if (selected) u.searchParams.set("session", selected);
+    else u.searchParams.delete("session");
+    history.replaceState(null, "", u);
+    if (wake) wake(); else dirty = true;
+  }
+  $("sessions").addEventListener("click", (ev) => {
+    const tr = ev.target.closest("tr[data-session-row]");
+    if (tr) select(tr.dataset.sessionRow);
+  });
+  $("session-detail").addEventListener("click", (ev) => {
+    if (ev.target.closest("#detail-close")) select(selected);
+  });
+
+  function renderSessions(list, truncated) {
+    $("sessions-count").textContent = (truncated ? "first " : "") + list.length + " this token can see";
+    const rows = list.map((s) => el("tr", { "data-session-row": s.id, class: s.id === selected ? "sel" : null, title: "show this session" },
+      el("td", { class: "mono" }, s.id),
+      el("td", {}, s.name || el("span", { class: "none" }, "—")),
+      el("td", { class: "mono" }, s.ttl),
+      el("td", { class: "num" }, (s.held || []).length),
+      el("td", { class: "num" }, (s.pending || []).length)));
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No session.")));
+    $("sessions").tBodies[0].replaceChildren(...rows);
+  }
+
+  function detailList(title, items, empty) {
+    return [el("h4", {}, title + " (" + items.length + ")"),
+      items.length ? el("ul", { class: "detail" }, items) : el("p", { class: "none" }, empty)];
+  }
+  function renderDetail(id, r) {
+    const box = $("session-detail");
+    box.hidden = !id;
+    if (!id) { box.replaceChildren(); return; }
+    const head = (s) => el("h3", {}, "Session ", el("span", { class: "mono", id: "detail-id" }, id), s && s.name ? " · " + s.name : "",
+      el("button", { type: "button", id: "detail-close" }, "close"));
+    if (!r || r.status === "rejected") {
+      box.replaceChildren(head(null), el("p", { class: "empty" }, r ? r.reason.message : "loading…"));
+      return;
+    }
+    const s = r.value;
+    box.replaceChildren(head(s),
+      el("p", { class: "meta" }, "ttl " + s.ttl + " · on_deadlock " + s.on_deadlock + " · lock_delay " + s.lock_delay + (s.ordered ? " · ordered" : "")),
+      ...detailList("Held", (s.held || []).map((h) => el("li", { "data-held": h.name },
+        el("span", { class: "name" }, h.name), " ", h.mode, " ", h.weight + "×" + h.count, " ",
+        el("span", { class: "tok", title: "fencing token" }, "#" + h.token), h.expires ? " until " + new Date(h.expires).toLocaleTimeString() : "")), "Holds nothing."),
+      ...detailList("Pending requests", (s.pending || []).map((p) => el("li", { class: "mono", "data-pending": p }, p)), "Waits for nothing."),
+      ...detailList("Revoked holds", (s.revoked || []).map((v) => el("li", { "data-revoked": v.name },
+        el("span", { class: "name" }, v.name), " ", el("span", { class: "tok" }, "#" + v.token), " at index " + v.index)), "None revoked."));
   }
 
   // ---- polling -----------------------------------------------------------
@@ -312,6 +482,7 @@
     if (prefixInput.value) u.searchParams.set("prefix", prefixInput.value);
     else u.searchParams.delete("prefix");
     history.replaceState(null, "", u);
+    resetSeen(); // other names: not new, just newly in view
     if (wake) wake(); // refresh now rather than at the next tick
   });
 
@@ -324,12 +495,21 @@
     const prefix = prefixInput.value;
     // ?stale: this node's applied state, so the page keeps working on a
     // follower and during an election.
-    const [st, locks, wg] = await Promise.allSettled([
+    const sel = selected;
+    const [st, locks, wg, ss, one] = await Promise.allSettled([
       getJSON("/v1/status"),
       getList("/v1/locks?stale&prefix=" + encodeURIComponent(prefix)),
       getJSON("/v1/waitgraph?stale"),
+      getList("/v1/sessions?stale"),
+      sel ? getJSON("/v1/sessions/" + encodeURIComponent(sel) + "?stale") : Promise.resolve(null),
     ]);
+    const now = Date.now();
     if (st.status === "fulfilled") renderStatus(st.value);
+    if (ss.status === "fulfilled") {
+      sessionsById = new Map(ss.value.items.map((s) => [String(s.id), s]));
+      renderSessions(ss.value.items, ss.value.truncated);
+    }
+    if (sel === selected) renderDetail(sel, sel ? one : null);
     const why = (r) => r.status === "rejected" && r.reason.status;
     // 401: no token, or one the cluster does not know; 403: the token may
     // not see this, which is said in its place rather than as an error.
@@ -340,7 +520,11 @@
       lockMessage("This token may not list locks: " + locks.reason.message, "denied");
     }
     if (locks.status === "fulfilled" && prefix === prefixInput.value) {
-      renderLocks(locks.value.items, prefix, locks.value.truncated);
+      if (!firstPoll) firstPoll = now;
+      renderLocks(locks.value.items, prefix, locks.value.truncated, now);
+      diffPolls(locks.value.items, now);
+      baseline = false;
+      renderChanges(now);
       // The graph is of the whole table; lock names for its labels come
       // from the filtered list, so with a prefix some labels may be absent.
       const denied = why(wg) === 403 ? wg.reason.message : null;
