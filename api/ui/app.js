@@ -241,7 +241,7 @@
   // ---- locks -------------------------------------------------------------
 
   function chip(cls, parts) {
-    return el("span", { class: "chip " + cls }, parts);
+    return el("span", { class: "chip " + cls }, ...parts);
   }
 
   function renderLocks(locks, prefix, truncated, now) {
