@@ -297,3 +297,51 @@ func checkBigGraph(t *testing.T, dom, graph string, all []string) {
 		t.Errorf("graph nodes do not show (cut) session names")
 	}
 }
+
+// clickHarness loads the dashboard in a same-origin frame, clicks the
+// sessions table's row of the session named in its own ?s=, waits for the
+// detail view and copies the dashboard into #after, and its URL's query
+// into #query.
+const clickHarness = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body>
+<div id="after"></div><p id="query"></p>
+<iframe id="f" src="/ui/?live=poll" width="1200" height="900"></iframe>
+<script>
+"use strict";
+const f = document.getElementById("f");
+const want = new URLSearchParams(location.search).get("s");
+const until = (cond) => new Promise((resolve) => { const t = setInterval(() => { if (cond()) { clearInterval(t); resolve(); } }, 20); });
+const doc = () => f.contentDocument;
+(async () => {
+  await until(() => doc() && doc().querySelector('tr[data-session-row="' + want + '"]'));
+  doc().querySelector('tr[data-session-row="' + want + '"] td').click();
+  await until(() => doc().querySelector("#session-detail [data-held]"));
+  document.getElementById("after").replaceChildren(document.importNode(doc().body, true));
+  document.getElementById("query").textContent = f.contentWindow.location.search;
+  f.remove();
+})();
+</script></body></html>`
+
+// TestUISessionClick: clicking a session's row shows its details and puts
+// ?session=ID in the page's URL.
+func TestUISessionClick(t *testing.T) {
+	chromium := needChromium(t)
+	f := newOpsFixture(t)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/test-harness" {
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte(clickHarness))
+			return
+		}
+		f.n.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness?s="+f.s1)
+	detail := between(dom, `<div id="session-detail">`, `</section>`)
+	mustHave(t, "the detail after a click", detail, []string{`id="detail-id">` + f.s1 + `<`, `data-held="jobs/backup"`, `data-revoked="jobs/old"`}, nil)
+	if q := between(dom, `<p id="query">`, "</p>"); q != "?live=poll&amp;session="+f.s1 {
+		t.Errorf("the page's query after a click is %q, want ?live=poll&session=%s", q, f.s1)
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+}

@@ -271,7 +271,7 @@ func TestUILoginForm(t *testing.T) {
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
 		map[string]any{"name": "viewer", "rules": []map[string]string{{"prefix": "jobs/", "access": "read"}}}, &reader)
 	var s1, s2 api.Session
-	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s1)
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s", "name": "root-job"}, &s1)
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s2)
 	held := []string{"db/users", "jobs/backup", "jobs/nightly", "reports/daily"}
 	for _, name := range held {
@@ -340,11 +340,13 @@ func TestUILoginForm(t *testing.T) {
 	}{
 		{"management", root.Secret,
 			[]string{`data-lock="db/users"`, `data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, `data-lock="reports/daily"`,
-				`data-session="` + string(s2.ID) + `"`, `id="live" class="live ok"`, `id="login" hidden`},
+				`data-session="` + string(s2.ID) + `"`, `id="live" class="live ok"`, `id="login" hidden`,
+				`<span class="sname" title="session ` + string(s1.ID) + `">root-job</span>`, `data-session-row="` + string(s1.ID) + `"`},
 			[]string{"needs a management token"}},
 		{"jobs/ reader", reader.Secret,
-			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`},
-			[]string{`data-lock="db/users"`, `data-lock="reports/daily"`, `data-session=`}},
+			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`, `>` + string(s1.ID) + `<`},
+			// s1 is not this token's session: its name stays hidden, its id shows.
+			[]string{`data-lock="db/users"`, `data-lock="reports/daily"`, `data-session=`, "root-job", `class="sname"`}},
 	} {
 		secret.Store(c.secret)
 		dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness")
