@@ -372,7 +372,9 @@
     });
     $("graph-panel").classList.toggle("wide", edges.length > 12);
 
-    const svg = el("svg:svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "wait-for graph" });
+    // Never drawn larger than its own size (text stays 12px at most).
+    const svg = el("svg:svg", { viewBox: "0 0 " + Math.round(W) + " " + Math.round(H), role: "img", "aria-label": "wait-for graph",
+      style: "max-width:" + Math.round(W) + "px" });
     const defs = el("svg:defs", {});
     for (const [id, color] of [["arrow", "#c27c0e"], ["arrow-cycle", "#d64545"]]) {
       defs.append(el("svg:marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
