@@ -80,7 +80,8 @@ func newOpsFixture(t *testing.T) opsFixture {
 // TestUINamesAgesChanges: holder and waiter chips and graph nodes show
 // session names (ids stay beside them; an unnamed session is its id);
 // ages say "≥" for what was there when the page loaded and not for a hold
-// granted later; that grant is in the recent changes and the grant rate;
+// granted later; that grant and a release are in the recent changes, the
+// grant in the grant rate;
 // the sessions panel lists id, name, TTL, holds and pending counts; the
 // legend says what an edge means; with a leader there is no banner.
 func TestUINamesAgesChanges(t *testing.T) {
@@ -94,6 +95,9 @@ func TestUINamesAgesChanges(t *testing.T) {
 			late.Do(func() {
 				if r := n.acquire(f.s3, "jobs/late", "write", "0s", ""); r.status != http.StatusOK {
 					t.Errorf("acquire jobs/late: %s", r)
+				}
+				if r := n.do("DELETE", "/v1/locks/db/users?session="+f.s3, nil); r.status != http.StatusOK {
+					t.Errorf("release db/users: %s", r)
 				}
 			})
 		}
@@ -111,7 +115,7 @@ func TestUINamesAgesChanges(t *testing.T) {
 	if !regexp.MustCompile(`held for ≥\d+s`).MatchString(backup) || !regexp.MustCompile(`waiting ≥\d+s`).MatchString(backup) {
 		t.Errorf("jobs/backup's row lacks \"held for ≥Ns\" and \"waiting ≥Ns\": %s", backup)
 	}
-	mustHave(t, "db/users's row", lockRow(dom, "db/users"), []string{`>` + f.s3 + `<`}, []string{`class="sname"`})
+	mustHave(t, "jobs/late's row", lockRow(dom, "jobs/late"), []string{`>` + f.s3 + `<`}, []string{`class="sname"`})
 	lateRow := lockRow(dom, "jobs/late")
 	if !regexp.MustCompile(`held for \d+s`).MatchString(lateRow) || strings.Contains(lateRow, "≥") {
 		t.Errorf("jobs/late, granted after the page loaded, does not say \"held for Ns\" without ≥: %s", lateRow)
@@ -122,7 +126,8 @@ func TestUINamesAgesChanges(t *testing.T) {
 	}, []string{"waiter → holder"})
 
 	changes := between(dom, `<ol class="changes" id="changes">`, `</ol>`)
-	mustHave(t, "the recent changes", changes, []string{`data-change="granted"`, "jobs/late granted (write, #", f.s3}, []string{"jobs/backup granted"})
+	mustHave(t, "the recent changes", changes, []string{`data-change="granted"`, "jobs/late granted (write, #", f.s3,
+		`data-change="released"`, "db/users (#"}, []string{"jobs/backup granted"})
 	rate := between(dom, `<strong id="grant-rate">`, `</strong>`)
 	if v, err := strconv.ParseFloat(strings.TrimSuffix(rate, " grants/s"), 64); err != nil || v <= 0 {
 		t.Errorf("grant rate %q, want above 0 after jobs/late", rate)
@@ -299,21 +304,22 @@ func checkBigGraph(t *testing.T, dom, graph string, all []string) {
 }
 
 // clickHarness loads the dashboard in a same-origin frame, clicks the
-// sessions table's row of the session named in its own ?s=, waits for the
-// detail view and copies the dashboard into #after, and its URL's query
-// into #query.
+// session named in its own ?s= (its row in the sessions table, or with
+// ?via=graph its node in the wait-for graph), waits for the detail view
+// and copies the dashboard into #after, and its URL's query into #query.
 const clickHarness = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body>
 <div id="after"></div><p id="query"></p>
 <iframe id="f" src="/ui/?live=poll" width="1200" height="900"></iframe>
 <script>
 "use strict";
 const f = document.getElementById("f");
-const want = new URLSearchParams(location.search).get("s");
+const q = new URLSearchParams(location.search), want = q.get("s");
+const sel = q.get("via") === "graph" ? '#graph g[data-session="' + want + '"] circle' : 'tr[data-session-row="' + want + '"] td';
 const until = (cond) => new Promise((resolve) => { const t = setInterval(() => { if (cond()) { clearInterval(t); resolve(); } }, 20); });
 const doc = () => f.contentDocument;
 (async () => {
-  await until(() => doc() && doc().querySelector('tr[data-session-row="' + want + '"]'));
-  doc().querySelector('tr[data-session-row="' + want + '"] td').click();
+  await until(() => doc() && doc().querySelector(sel));
+  doc().querySelector(sel).dispatchEvent(new MouseEvent("click", { bubbles: true }));
   await until(() => doc().querySelector("#session-detail [data-held]"));
   document.getElementById("after").replaceChildren(document.importNode(doc().body, true));
   document.getElementById("query").textContent = f.contentWindow.location.search;
@@ -321,8 +327,8 @@ const doc = () => f.contentDocument;
 })();
 </script></body></html>`
 
-// TestUISessionClick: clicking a session's row shows its details and puts
-// ?session=ID in the page's URL.
+// TestUISessionClick: clicking a session's row, or its node in the
+// wait-for graph, shows its details and puts ?session=ID in the URL.
 func TestUISessionClick(t *testing.T) {
 	chromium := needChromium(t)
 	f := newOpsFixture(t)
@@ -335,13 +341,15 @@ func TestUISessionClick(t *testing.T) {
 		f.n.srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness?s="+f.s1)
-	detail := between(dom, `<div id="session-detail">`, `</section>`)
-	mustHave(t, "the detail after a click", detail, []string{`id="detail-id">` + f.s1 + `<`, `data-held="jobs/backup"`, `data-revoked="jobs/old"`}, nil)
-	if q := between(dom, `<p id="query">`, "</p>"); q != "?live=poll&amp;session="+f.s1 {
-		t.Errorf("the page's query after a click is %q, want ?live=poll&session=%s", q, f.s1)
-	}
-	if t.Failed() {
-		t.Logf("DOM:\n%s", dom)
+	for _, via := range []string{"row", "graph"} {
+		dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness?via="+via+"&s="+f.s1)
+		detail := between(dom, `<div id="session-detail">`, `</section>`)
+		mustHave(t, "the detail after a click on a "+via, detail, []string{`id="detail-id">` + f.s1 + `<`, `data-held="jobs/backup"`, `data-revoked="jobs/old"`}, nil)
+		if q := between(dom, `<p id="query">`, "</p>"); q != "?live=poll&amp;session="+f.s1 {
+			t.Errorf("the page's query after a click on a %s is %q, want ?live=poll&session=%s", via, q, f.s1)
+		}
+		if t.Failed() {
+			t.Fatalf("DOM:\n%s", dom)
+		}
 	}
 }

@@ -433,6 +433,10 @@
     const tr = ev.target.closest("tr[data-session-row]");
     if (tr) select(tr.dataset.sessionRow);
   });
+  $("graph").addEventListener("click", (ev) => {
+    const g = ev.target.closest("g[data-session]");
+    if (g) select(g.getAttribute("data-session"));
+  });
   $("session-detail").addEventListener("click", (ev) => {
     if (ev.target.closest("#detail-close")) select(selected);
   });
