@@ -13,6 +13,7 @@ vet:
 # their results are never taken from it.
 SPAWNING = ./api/client ./cmd/lockctl ./cmd/lockd/e2e ./jepsen/workload
 unit:
+	@command -v chromium >/dev/null || echo "note: chromium is not installed: the dashboard's browser tests (api TestUI*) will be skipped; as root: apt-get install -y chromium (.ci/run does), then make test"
 	$(GO) test $$($(GO) list ./... | grep -v -e '/api/client$$' -e '/cmd/lockctl$$' -e '/cmd/lockd/e2e$$' -e '/jepsen/workload$$')
 	$(GO) test -count=1 $(SPAWNING)
 
