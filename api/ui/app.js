@@ -118,6 +118,42 @@
       " over the last " + Math.round(Math.max(span, 0)) + "s: " + grants.length + " new " + (grants.length === 1 ? "hold" : "holds") +
       " seen appearing by this page (holds granted and released between two of its polls are missed)");
   }
+  // Rates from the serving node's /metrics over the last minute of polls:
+  // grants and handoffs as its table applied them (every node applies the
+  // same log), and the acquires it answered. Unlike the page's own counts
+  // above these miss nothing.
+  const metricSamples = [];
+  function metricSum(text, re) {
+    let sum = null;
+    for (const line of text.split("\n")) {
+      const m = line.match(re);
+      if (m) sum = (sum || 0) + Number(m[1]);
+    }
+    return sum;
+  }
+  function renderNodeRates(text, now) {
+    const cur = {
+      t: now,
+      grants: metricSum(text, /^lockd_grants_total (\S+)$/),
+      handoffs: metricSum(text, /^lockd_handoffs_total (\S+)$/),
+      acquires: metricSum(text, /^lockd_http_(?:request|wait)_duration_seconds_count\{[^}]*route="(?:POST \/v1\/acquire|PUT \/v1\/locks\/\{name\.\.\.\})"[^}]*\} (\S+)$/),
+    };
+    metricSamples.push(cur);
+    while (metricSamples.length > 2 && metricSamples[0].t < now - 60000) metricSamples.shift();
+    const prev = metricSamples[0];
+    if (metricSamples.length < 2 || cur.t <= prev.t) return;
+    const dt = (cur.t - prev.t) / 1000;
+    const rate = (k) => (cur[k] === null || prev[k] === null ? "–" : Math.max(0, (cur[k] - prev[k]) / dt).toFixed(2));
+    $("node-rates").replaceChildren("From this node's /metrics over the last " + Math.round(dt) + "s: ",
+      el("strong", { id: "handoff-rate" }, rate("handoffs") + " handoffs/s"), ", ",
+      el("span", { id: "node-grant-rate" }, rate("grants") + " grants/s"), ", ",
+      el("span", { id: "acquire-rate" }, rate("acquires") + " acquire requests/s"), " answered by this node.");
+  }
+  async function getText(path) {
+    const res = await fetch(path, { cache: "no-store", headers: authHeaders() });
+    if (!res.ok) throw new Error(path + " " + res.status);
+    return res.text();
+  }
   function resetSeen() {
     prevSnap = null;
     baseline = true;
@@ -510,6 +546,7 @@
       sel ? getJSON("/v1/sessions/" + encodeURIComponent(sel) + "?stale") : Promise.resolve(null),
     ]);
     const now = Date.now();
+    getText("/metrics").then((text) => renderNodeRates(text, Date.now()), () => {});
     if (st.status === "fulfilled") renderStatus(st.value);
     if (ss.status === "fulfilled") {
       sessionsById = new Map(ss.value.items.map((s) => [String(s.id), s]));
