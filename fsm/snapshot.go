@@ -16,8 +16,9 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// SnapshotFormat is the version of the snapshot stream Persist writes.
-// Restore reads it and format 1, the one before it.
+// SnapshotFormat is the newest version of the snapshot stream: Persist
+// writes it, or format 2 for a table without ACL records (see below).
+// Restore reads formats 1, 2 and 3.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
 // msgpack uint8 tag followed by the record (see records.go): the header,
@@ -176,8 +177,9 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return nil
 }
 
-// write encodes the stream in format 2 (see SnapshotFormat): the header
-// record, then the others in chunks.
+// write encodes the stream in format 2 or 3 (see SnapshotFormat): the
+// header record, then the others in chunks. The ACL records are in format 3
+// only: a snapshot without any is format 2, byte for byte.
 func (s *snapshot) write(w io.Writer) error {
 	head := appendSnapshotHeader(appendTag(nil, recHeader), &s.header)
 	if _, err := w.Write(head); err != nil {
@@ -276,6 +278,7 @@ func appendTag(b []byte, t recordType) []byte { return append(b, 0xcc, byte(t)) 
 // Release drops the copied records.
 func (s *snapshot) Release() {
 	s.sessions, s.nodes, s.requests = nil, nil, nil
+	s.extras, s.acl, s.tokens = nil, nil, nil
 }
 
 // snapshotRemedy tells the operator what to do about a snapshot that fails
@@ -358,7 +361,7 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 
 // openSnapshot reads the header record at the start of a snapshot stream
 // and returns a recordReader for the records after it: read straight from
-// r in format 1, through checked chunks in format 2.
+// r in format 1, through checked chunks in formats 2 and 3.
 func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	br := bufio.NewReaderSize(r, chunkSize) // a chunk must fit: chunkReader checks it in br's buffer
 	hdr, head, err := readSnapshotHeader(br)
@@ -446,7 +449,8 @@ func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *boo
 }
 
 // recordReader reads the tagged records of a snapshot stream, checking the
-// order of the tags: header, table, then sessions, nodes and requests
+// order of the tags: header, table, then sessions, nodes and requests, in
+// format 3 then session extras, at most one ACL record and tokens
 // (Export's order, which the loader relies on), then the end marker.
 //
 // Records are decoded straight out of the bufio.Reader's buffer, so that a
@@ -525,7 +529,8 @@ func (rr *recordReader) decode(decode func(*mpReader) error) error {
 }
 
 // finish reads what follows the end marker in format: nothing in format 1,
-// the trailer in format 2, whose count of records must match the stream's.
+// the trailer in formats 2 and 3, whose count of records must match the
+// stream's.
 func (rr *recordReader) finish(format int) error {
 	if format != snapshotFormat1 {
 		var tr snapshotTrailer
