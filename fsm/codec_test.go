@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -353,4 +355,65 @@ func TestDecodeStrict(t *testing.T) {
 	if _, cmd, err := Decode(b); err != nil || !reflect.DeepEqual(cmd, &lockstate.Release{Session: 7, Name: "db"}) {
 		t.Fatalf("long forms: %#v %v", cmd, err)
 	}
+}
+
+// format2Fields are the fields each command had before FormatACL: what the
+// decoders of a format 2 build accept (from commands.go before issue 11).
+var format2Fields = map[MessageType][]string{
+	CreateSessionType: {"name", "ttl", "on_deadlock", "ordered", "lock_delay"},
+	CloseSessionType:  {"session"},
+	ExpireSessionType: {"session"},
+	AcquireType:       {"session", "request_id", "locks", "require", "wait", "hold_ttl"},
+	ReleaseType:       {"session", "name", "request_id"},
+	SurrenderType:     {"session", "name"},
+	CancelType:        {"session", "request_id"},
+	TickType:          {},
+}
+
+// TestFormatGateEveryField sets each field of each command alone: format 2
+// must refuse the command unless what it writes holds only fields a format
+// 2 build decodes, and must refuse the commands of FormatACL.
+func TestFormatGateEveryField(t *testing.T) {
+	for i, ct := range commandTypes {
+		if ct.typ == nil {
+			continue
+		}
+		old, known := format2Fields[MessageType(i)]
+		for f := range ct.typ.Elem().NumField() {
+			v := reflect.New(ct.typ.Elem())
+			fill(v.Elem().Field(f), f+1)
+			cmd := v.Interface().(lockstate.Command)
+			name := fmt.Sprintf("%v.%s", MessageType(i), ct.typ.Elem().Field(f).Name)
+			_, err := EncodeFormat(FormatChecksummed, 1, cmd)
+			if err != nil && !errors.Is(err, ErrFormatTooOld) {
+				t.Fatalf("%s: %v", name, err)
+			}
+			keys := entryKeys(t, cmd)
+			fits := known && !slices.ContainsFunc(keys, func(k string) bool { return !slices.Contains(old, k) })
+			if fits != (err == nil) {
+				t.Errorf("%s writes %v: format 2 error %v", name, keys, err)
+			}
+			if (MinFormat(cmd) < FormatACL) != fits {
+				t.Errorf("%s writes %v: MinFormat %d", name, keys, MinFormat(cmd))
+			}
+		}
+	}
+}
+
+// entryKeys returns the fields of cmd's map as Encode writes it.
+func entryKeys(t *testing.T, cmd lockstate.Command) []string {
+	t.Helper()
+	b, err := Encode(1, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []msgpack.RawMessage
+	var m map[string]msgpack.RawMessage
+	if err := msgpack.Unmarshal(b[envelopeHead+1:], &body); err != nil || len(body) != 2 {
+		t.Fatalf("body %v: %v", body, err)
+	}
+	if err := msgpack.Unmarshal(body[1], &m); err != nil {
+		t.Fatal(err)
+	}
+	return slices.Sorted(maps.Keys(m))
 }

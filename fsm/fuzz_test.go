@@ -85,9 +85,35 @@ func FuzzApplySequence(f *testing.F) {
 	})
 }
 
+// FuzzApplySequenceACL is FuzzApplySequence with ACLs: tokens, session
+// keys and owners, Auth on most commands, revokes and limits.
+func FuzzApplySequenceACL(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("bootstrap token revoke create acquire release surrender cancel tick: jobs/a, a/b, sem"))
+	seed := make([]byte, 800)
+	for i := range seed {
+		seed[i] = byte(i*197 + i/5)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1024 {
+			b = b[:1024]
+		}
+		var snapAt int
+		if len(b) > 0 {
+			snapAt, b = int(b[0]), b[1:]
+		}
+		src := &byteSource{b: b}
+		g := newGen(src)
+		g.acl = &aclGen{}
+		runReplicatedGen(t, g, 1000, snapAt, src.done)
+	})
+}
+
 // snapshotSeeds returns real snapshots to seed the restore fuzzers: an
 // empty table, richState's, and one of a generated workload, each in
-// format 2 and in format 1, and the compatibility fixture's (format 1).
+// format 2 and in format 1, aclState's and one of a generated workload
+// with ACLs in format 3, and the compatibility fixture's (format 1).
 // Format 1 has no checksums, so mutations of it reach the record decoders
 // and the loader; those of format 2 mostly stop at a checksum.
 func snapshotSeeds(f *testing.F) [][]byte {
@@ -102,6 +128,14 @@ func snapshotSeeds(f *testing.F) [][]byte {
 		b := snapshotBytes(f, fsm)
 		seeds = append(seeds, b, legacySnapshot(f, b))
 	}
+	acl := newTestFSM(f)
+	g = newGen(rand.New(rand.NewPCG(6, 6)))
+	g.acl = &aclGen{}
+	for i := 1; i <= 200; i++ {
+		cmd := g.next(acl.FSM)
+		g.observe(cmd, acl.applyAt(uint64(i), g.now, cmd))
+	}
+	seeds = append(seeds, snapshotBytes(f, aclState(f).f.FSM), snapshotBytes(f, acl.FSM))
 	for _, name := range []string{"snapshot-mid.bin", "snapshot-final.bin"} {
 		b, err := os.ReadFile(filepath.Join(compatDir, name))
 		if err != nil {
@@ -186,7 +220,9 @@ func FuzzRecordDecode(f *testing.F) {
 			}
 			k := map[recordType]int{recTable: kindOf[lockstate.Header](),
 				recSession: kindOf[lockstate.SessionRecord](), recNode: kindOf[lockstate.NodeRecord](),
-				recRequest: kindOf[lockstate.RequestRecord](), recEnd: kindOf[snapshotTrailer]()}[t]
+				recRequest: kindOf[lockstate.RequestRecord](), recEnd: kindOf[snapshotTrailer](),
+				recSessionExtra: kindOf[lockstate.SessionExtraRecord](), recACL: kindOf[lockstate.ACLRecord](),
+				recToken: kindOf[lockstate.TokenRecord]()}[t]
 			if t == recEnd && hdr.Format == snapshotFormat1 {
 				break
 			}

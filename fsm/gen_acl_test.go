@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -14,13 +17,40 @@ type aclGen struct {
 	bootstrapped bool
 	tokens       []string // live token ids; tokens[0] is the management token
 	next         int      // tokens made
-	keys         int      // session keys drawn
+	keys         []string // session keys drawn, for the odd reuse
+	ids          []string // token ids drawn, for the odd reuse
 	owner        map[lockstate.SessionID]string
 	codes        map[lockstate.Code]int // refusals seen
 }
 
-func genTokenID(n int) string   { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
-func genTokenHash(n int) string { return fmt.Sprintf("%064x", n+1) }
+// genBytes is 32 bytes drawn from the generator's source, made unique by
+// n: ids, hashes and keys in no particular order (Export sorts them), the
+// same for the same source. It draws once, so a fuzzer's bytes last.
+func (g *gen) genBytes(what string, n int) [32]byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(n))
+	binary.BigEndian.PutUint64(b[8:], uint64(g.src.IntN(1<<30)))
+	return sha256.Sum256(append([]byte(what), b[:]...))
+}
+
+// genTokenID draws a token id, in a UUID's text form.
+func (g *gen) genTokenID(n int) string {
+	h := fmt.Sprintf("%x", g.genBytes("id", n))
+	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-8" + h[17:20] + "-" + h[20:32]
+}
+
+// genTokenHash draws a token's hash, 64 hex digits.
+func (g *gen) genTokenHash(n int) string {
+	b := g.genBytes("hash", n)
+	return fmt.Sprintf("%x", b)
+}
+
+// genKey draws a session key as the leader does: 128 bits in base64url,
+// with a letter first so that it is never all digits.
+func (g *gen) genKey(n int) string {
+	b := g.genBytes("key", n)
+	return "k" + base64.RawURLEncoding.EncodeToString(b[:16])
+}
 
 var genLimits = &lockstate.Limits{Sessions: 40, HoldsPerSession: 4, WaitersPerName: 2, Waiters: 12}
 
@@ -30,7 +60,7 @@ func (g *gen) aclize(cmd lockstate.Command) lockstate.Command {
 	a := g.acl
 	if !a.bootstrapped {
 		a.next++
-		return &lockstate.BootstrapACL{ID: genTokenID(a.next), Hash: genTokenHash(a.next)}
+		return &lockstate.BootstrapACL{ID: g.genTokenID(a.next), Hash: g.genTokenHash(a.next)}
 	}
 	switch p := g.src.IntN(100); {
 	case p < 3:
@@ -42,8 +72,7 @@ func (g *gen) aclize(cmd lockstate.Command) lockstate.Command {
 	}
 	switch c := cmd.(type) {
 	case *lockstate.CreateSession:
-		a.keys++
-		c.Key, c.Auth = fmt.Sprintf("key-%018d", a.keys), g.someToken()
+		c.Key, c.Auth = g.sessionKey(), g.someToken()
 		if g.pct(20) {
 			c.Limits = genLimits
 		}
@@ -70,7 +99,12 @@ func (g *gen) newToken() lockstate.Command {
 	a.next++
 	prefixes := []string{"", "a", "a/b", "b/", "sem", "pool/"}
 	access := []lockstate.Access{lockstate.AccessRead, lockstate.AccessWrite, lockstate.AccessWrite, lockstate.AccessAdmin}
-	c := &lockstate.CreateToken{Auth: g.someToken(), ID: genTokenID(a.next), Hash: genTokenHash(a.next),
+	id := g.genTokenID(a.next)
+	if len(a.ids) > 0 && g.pct(3) {
+		id = a.ids[g.src.IntN(len(a.ids))] // taken, or deleted: the table decides
+	}
+	a.ids = append(a.ids, id)
+	c := &lockstate.CreateToken{Auth: g.someToken(), ID: id, Hash: g.genTokenHash(a.next),
 		Name: fmt.Sprintf("t%d", a.next)}
 	for range 1 + g.src.IntN(2) {
 		r := lockstate.Rule{Prefix: prefixes[g.src.IntN(len(prefixes))], Access: access[g.src.IntN(len(access))]}
@@ -91,7 +125,22 @@ func (g *gen) someToken() string {
 	case p < 95:
 		return a.tokens[g.src.IntN(len(a.tokens))]
 	}
-	return genTokenID(9999)
+	return "00000000-0000-4000-8000-000000009999"
+}
+
+// sessionKey is mostly a new key, sometimes one drawn before (in use, or
+// its session gone), rarely none (a session created before keys).
+func (g *gen) sessionKey() string {
+	a := g.acl
+	switch p := g.src.IntN(100); {
+	case p < 3 && len(a.keys) > 0:
+		return a.keys[g.src.IntN(len(a.keys))]
+	case p < 5:
+		return ""
+	}
+	k := g.genKey(len(a.keys))
+	a.keys = append(a.keys, k)
+	return k
 }
 
 // authFor is mostly the session's owner, sometimes another token or none.

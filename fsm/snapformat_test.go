@@ -76,7 +76,7 @@ type recordSpan struct {
 	start, end int
 }
 
-// records finds the records of a format 2 payload, the trailer last (as
+// records finds the records of a format 2 or 3 payload, the trailer last (as
 // part of the end record), decoding each with its decoder.
 func records(t testing.TB, payload []byte) []recordSpan {
 	t.Helper()
@@ -98,6 +98,12 @@ func records(t testing.TB, payload []byte) []recordSpan {
 			err = decodeNode(r, new(lockstate.NodeRecord))
 		case recRequest:
 			err = decodeRequest(r, new(lockstate.RequestRecord))
+		case recSessionExtra:
+			err = decodeSessionExtra(r, new(lockstate.SessionExtraRecord))
+		case recACL:
+			err = decodeACL(r, new(lockstate.ACLRecord))
+		case recToken:
+			err = decodeToken(r, new(lockstate.TokenRecord))
 		case recEnd:
 			err = decodeTrailer(r, new(snapshotTrailer))
 		default:

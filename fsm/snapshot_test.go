@@ -187,7 +187,7 @@ func TestRestoreRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"nothing":             nil,
 		"no end":              stream(t, recHeader, hdr, recTable, th, recSession, sess),
-		"wrong format":        stream(t, recHeader, snapshotHeader{Format: 3, Applied: 5}, recTable, th, recSession, sess, recEnd),
+		"wrong format":        stream(t, recHeader, snapshotHeader{Format: SnapshotFormat + 1, Applied: 5}, recTable, th, recSession, sess, recEnd),
 		"format 0":            stream(t, recHeader, snapshotHeader{Format: 0, Applied: 5}, recTable, th, recSession, sess, recEnd),
 		"wrong table format":  stream(t, recHeader, hdr, recTable, lockstate.Header{Format: 9}, recEnd),
 		"applied before":      stream(t, recHeader, snapshotHeader{Format: snapshotFormat1, Applied: 4}, recTable, th, recSession, sess, recEnd),
