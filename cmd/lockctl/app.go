@@ -211,7 +211,10 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
 	e.tls.Register(fs)
 	fs.StringVar(&e.token, "token", os.Getenv(client.EnvToken), "ACL token `SECRET`, sent as Authorization: Bearer (env "+client.EnvToken+")")
-	fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock: after --wait), with the last reason")
+	e.timeout = defaultTimeout
+	if name != "watch" { // watch's own --timeout says how long to watch
+		fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock: after --wait), with the last reason")
+	}
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
 	}
