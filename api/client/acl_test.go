@@ -56,6 +56,91 @@ func TestClientACL(t *testing.T) {
 	if _, err := jobs.NewSession(ctx, 10*time.Second); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("deleted token: %v, want ErrUnauthorized", err)
 	}
+	// The session the deleted token made can no longer be kept alive by
+	// it: the client says so instead of retrying until the TTL runs out.
+	select {
+	case <-s.Done():
+		if !errors.Is(s.Err(), client.ErrUnauthorized) {
+			t.Fatalf("session of a deleted token: Err %v", s.Err())
+		}
+	case <-ctx.Done():
+		t.Fatal("the session of a deleted token is not reported lost")
+	}
+}
+
+// TestNoToken: with ACLs on, a client without a token gets
+// ErrUnauthorized for everything but the status.
+func TestNoToken(t *testing.T) {
+	n, anon := devFixture(t, func(c *api.Config) { c.ACL = true })
+	ctx := ctxFor(t, 20*time.Second)
+	if _, err := anon.BootstrapACL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Status(ctx); err != nil {
+		t.Fatalf("status without a token: %v", err)
+	}
+	if _, err := anon.NewSession(ctx, 10*time.Second); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("new session without a token: %v, want ErrUnauthorized", err)
+	}
+	if _, err := anon.Locks(ctx, ""); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("locks without a token: %v, want ErrUnauthorized", err)
+	}
+	bad, err := client.NewWith([]string{n.Addr}, client.WithToken("not-a-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Sessions(ctx); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("sessions with a made-up token: %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestSessionBelongsToItsToken: a second token, with write on the same
+// names, can neither keep alive, close, read nor act through the first
+// token's session; an admin can; an unknown id is session_not_found.
+func TestSessionBelongsToItsToken(t *testing.T) {
+	admin, jobs, _ := aclFixture(t)
+	ctx := ctxFor(t, 30*time.Second)
+	tok2, err := admin.CreateToken(ctx, "jobs-2", client.Rule{Prefix: "jobs/", Access: "write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.NewWith(jobs.Endpoints()[:1], client.WithToken(tok2.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, jobs, 10*time.Second)
+	if _, err := s.Lock(ctx, "jobs/a"); err != nil {
+		t.Fatal(err)
+	}
+	foreign := other.SessionByID(s.ID())
+	if err := foreign.KeepAliveOnce(ctx); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("keepalive of another token's session: %v, want ErrForbidden", err)
+	}
+	if err := foreign.Unlock(ctx, "jobs/a"); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("release through another token's session: %v, want ErrForbidden", err)
+	}
+	if _, err := foreign.TryLock(ctx, "jobs/b"); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("acquire through another token's session: %v, want ErrForbidden", err)
+	}
+	if _, err := other.GetSession(ctx, s.ID()); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("get another token's session: %v, want ErrForbidden", err)
+	}
+	if err := foreign.Close(ctx); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("close another token's session: %v, want ErrForbidden", err)
+	}
+	if err := other.SessionByID("AAAAAAAAAAAAAAAAAAAAAA").KeepAliveOnce(ctx); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("keepalive of an unknown id: %v, want ErrSessionNotFound", err)
+	}
+	if ss, err := other.Sessions(ctx); err != nil || len(ss) != 0 {
+		t.Errorf("the second token lists %+v, %v; want none of the first's", ss, err)
+	}
+	if err := admin.SessionByID(s.ID()).KeepAliveOnce(ctx); err != nil {
+		t.Errorf("an admin's keepalive of the session: %v", err)
+	}
+	l, err := jobs.GetLock(ctx, "jobs/a")
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Session != s.ID() || s.Err() != nil {
+		t.Fatalf("after the second token's attempts: %+v, %v; session %v", l, err, s.Err())
+	}
 }
 
 // TestRevokeTellsTheHolder: an admin revokes a held lock; the holder's
@@ -64,7 +149,7 @@ func TestClientACL(t *testing.T) {
 func TestRevokeTellsTheHolder(t *testing.T) {
 	admin, jobs, _ := aclFixture(t)
 	ctx := ctxFor(t, 30*time.Second)
-	lost := make(chan string, 1)
+	lost := make(chan string, 4)
 	holder := newSession(t, jobs, 3*time.Second, client.WithOnLost(func(name string, _ uint64, err error) {
 		if errors.Is(err, client.ErrRevoked) {
 			lost <- name
@@ -93,6 +178,15 @@ func TestRevokeTellsTheHolder(t *testing.T) {
 	}
 	if name := <-lost; name != "jobs/db" {
 		t.Fatalf("OnLost for %q", name)
+	}
+	if holder.Err() != nil {
+		t.Fatalf("the revoke ended the holder's session: %v", holder.Err())
+	}
+	if valid, _, err := admin.Check(ctx, "jobs/db", g.Token); err != nil || valid {
+		t.Fatalf("check of the revoked token: valid %v, %v", valid, err)
+	}
+	if err := holder.Unlock(ctx, "jobs/db"); !errors.Is(err, client.ErrNotHeld) {
+		t.Fatalf("unlock of the revoked lock: %v, want ErrNotHeld", err)
 	}
 	if _, err := jobs.Revoke(ctx, "jobs/db"); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("revoke without admin: %v", err)

@@ -305,31 +305,58 @@ func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (
 	return &l, nil
 }
 
-// lockPage is how many names Locks asks for at a time.
-const lockPage = 1000
+// PageSize is how many items the list calls (Locks, Sessions) ask for at
+// a time; they follow the cluster's X-Next-After cursor until the last
+// page, so the size only trades round trips against answer size.
+const PageSize = 1000
 
 // Locks returns every name in use under prefix ("" for all) that the
-// token may read, sorted, page by page.
+// token may read, sorted, following the pages of GET /v1/locks.
 func (c *Client) Locks(ctx context.Context, prefix string, opts ...ReadOption) ([]LockInfo, error) {
-	var all []LockInfo
+	q := readQuery(opts)
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	all, err := listAll[LockInfo](ctx, c, "/v1/locks", q)
+	if err != nil {
+		return nil, fmt.Errorf("lockd list locks: %w", err)
+	}
+	return all, nil
+}
+
+// Sessions returns every session the token may see (its own; a management
+// token's: all), by id, following the pages of GET /v1/sessions.
+func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]SessionInfo, error) {
+	all, err := listAll[SessionInfo](ctx, c, "/v1/sessions", readQuery(opts))
+	if err != nil {
+		return nil, fmt.Errorf("lockd list sessions: %w", err)
+	}
+	return all, nil
+}
+
+// listAll reads a paged list: limit=PageSize, then after= the answer's
+// X-Next-After until an answer has none. Pages are separate reads: an
+// item added or removed meanwhile may be missed or seen once more.
+func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
+	var all []T
+	q.Set("limit", strconv.Itoa(PageSize))
 	for after := ""; ; {
-		q := readQuery(opts)
-		q.Set("limit", strconv.Itoa(lockPage))
-		if prefix != "" {
-			q.Set("prefix", prefix)
-		}
 		if after != "" {
 			q.Set("after", after)
 		}
-		var page []LockInfo
-		if err := c.do(ctx, call{method: "GET", path: "/v1/locks", query: q, out: &page}); err != nil {
-			return nil, fmt.Errorf("lockd list locks: %w", err)
+		var page []T
+		var next string
+		if err := c.do(ctx, call{method: "GET", path: path, query: q, out: &page, next: &next}); err != nil {
+			return nil, err
 		}
 		all = append(all, page...)
-		if len(page) < lockPage {
+		if next == "" || next == after {
+			if all == nil {
+				all = []T{}
+			}
 			return all, nil
 		}
-		after = page[len(page)-1].Name
+		after = next
 	}
 }
 

@@ -4,6 +4,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -44,7 +45,8 @@ func raftTiming() string {
 	return "0.5"
 }
 
-func startCluster(t *testing.T, n int) *procCluster {
+// startCluster starts n nodes; extra flags (e.g. --acl) go to each.
+func startCluster(t *testing.T, n int, extra ...string) *procCluster {
 	t.Helper()
 	if testing.Short() || lockdBin == "" {
 		t.Skip("real lockd processes; skipped with -short")
@@ -67,6 +69,7 @@ func startCluster(t *testing.T, n int) *procCluster {
 			"--gossip-addr", gossip[i], "--join", strings.Join(others, ","),
 			"--bootstrap-expect", strconv.Itoa(n), "--raft-timing", raftTiming(),
 		}
+		args = append(args, extra...)
 		logf, err := os.Create(nd.logPath)
 		if err != nil {
 			t.Fatal(err)
@@ -327,5 +330,69 @@ func TestSessionSurvivesHungLeader(t *testing.T) {
 	info, err := c.GetSession(ctx, s.ID())
 	if err != nil || len(info.Held) != 1 || info.Held[0].Token != g.Token {
 		t.Fatalf("session with the old leader frozen: %+v, %v", info, err)
+	}
+}
+
+// TestRevokeOnACLCluster: three lockd processes run with --acl; a token
+// limited to jobs/ locks jobs/db and is refused other/db; an admin's
+// revoke closes the holder's Grant.Lost (and runs OnLost) while its
+// session lives on, and the waiter gets the lock.
+func TestRevokeOnACLCluster(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, 3, "--acl")
+	cl.waitLeader(cl.nodes, 20*time.Second)
+	ctx := ctxFor(t, 60*time.Second)
+	anon, err := client.New(cl.addrs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := anon.BootstrapACL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := client.NewWith(cl.addrs(), client.WithToken(root.Secret))
+	tok, err := admin.CreateToken(ctx, "jobs", client.Rule{Prefix: "jobs/", Access: "write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder knows one follower only: its keepalives, forwarded to
+	// the leader, still carry the revocation back.
+	leader := cl.waitLeader(cl.nodes, 20*time.Second)
+	follower := cl.others(cl.byAddr("http://" + leader))[0]
+	jobs, _ := client.NewWith([]string{follower.httpAddr}, client.WithToken(tok.Secret))
+	lost := make(chan error, 4)
+	holder := newSession(t, jobs, 3*time.Second, client.WithOnLost(func(_ string, _ uint64, err error) { lost <- err }))
+	if _, err := holder.TryLock(ctx, "other/db"); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("lock outside jobs/: %v, want ErrForbidden", err)
+	}
+	if _, err := anon.NewSession(ctx, 3*time.Second); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("session without a token: %v, want ErrUnauthorized", err)
+	}
+	g, err := holder.Lock(ctx, "jobs/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newSession(t, jobs, 10*time.Second)
+	ch := goLock(func() (*client.Grant, error) { return waiter.Lock(ctx, "jobs/db") })
+	eventually(t, 10*time.Second, "the waiter queued", func() (bool, string) {
+		ids, err := waiters(ctx, admin, "jobs/db")
+		return len(ids) == 1, fmt.Sprint(ids, err)
+	})
+	if revoked, err := admin.Revoke(ctx, "jobs/db"); err != nil || len(revoked) != 1 || revoked[0].Token != g.Token {
+		t.Fatalf("revoke: %+v, %v", revoked, err)
+	}
+	if r := recvGrant(t, ch, 20*time.Second, "the waiter"); r.err != nil || r.g.Token <= g.Token {
+		t.Fatalf("waiter: %+v, %v", r.g, r.err)
+	}
+	select {
+	case <-g.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder was not told it lost jobs/db")
+	}
+	if err := <-lost; !errors.Is(err, client.ErrRevoked) || !errors.Is(g.LostErr(), client.ErrRevoked) {
+		t.Fatalf("OnLost %v, LostErr %v; want ErrRevoked", err, g.LostErr())
+	}
+	if holder.Err() != nil {
+		t.Fatalf("the revoke ended the holder's session: %v", holder.Err())
 	}
 }

@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"context"
+	"net/url"
+	"time"
+)
 
 // PauseKeepalives is a test hook: the session sends no keepalive for d,
 // and does not count that time against its TTL, so that the server
@@ -9,4 +13,18 @@ func (s *Session) PauseKeepalives(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pausedUntil = time.Now().Add(d)
+}
+
+// SessionByID is a test hook: a Session of c for someone's session id,
+// without keepalives, to act through a session c did not create.
+func (c *Client) SessionByID(id string) *Session {
+	s := &Session{c: c, id: id, ttl: 10 * time.Second, done: make(chan struct{}), stop: make(chan struct{}),
+		loopDone: make(chan struct{}), holds: map[string]int{}}
+	close(s.loopDone)
+	return s
+}
+
+// KeepAliveOnce is a test hook: one keepalive of s, its error as is.
+func (s *Session) KeepAliveOnce(ctx context.Context) error {
+	return s.c.do(ctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive"})
 }

@@ -85,6 +85,9 @@ func (s *Session) Unlock(ctx context.Context, name string) error {
 		}
 		if !errors.Is(err, ErrUnknownOutcome) {
 			s.noteLost(err)
+			if errors.Is(err, ErrNotHeld) {
+				s.notHeld(name, err)
+			}
 			return fmt.Errorf("lockd unlock %s: %w", name, err)
 		}
 		// The release was sent but its answer lost. Resending could
@@ -109,6 +112,7 @@ func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error)
 		s.noteLost(err)
 		return false, err
 	}
+	s.revoked(info.Revoked)
 	onServer := 0
 	for _, h := range info.Held {
 		if h.Name == name {
@@ -135,6 +139,11 @@ func (s *Session) Release(ctx context.Context, g *Grant) error {
 		body: releaseBody{Session: s.id, RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
 	if err != nil {
 		s.noteLost(err)
+		if errors.Is(err, ErrNotHeld) {
+			for _, n := range g.Names() {
+				s.notHeld(n, err)
+			}
+		}
 		return fmt.Errorf("lockd release request %s: %w", g.RequestID, err)
 	}
 	s.released(g.Names()...)

@@ -9,18 +9,22 @@ import (
 )
 
 // Losing a lock without giving it back: an operator revoked it (POST
-// /v1/revoke), or the session ended. A grant's Lost channel is closed
-// then, and the session's OnLost callback runs, so that the holder stops
-// touching what the lock protects. Revocations reach the client in the
-// answer of its next keepalive (every TTL/3).
+// /v1/revoke), the session ended (expired, closed, or its keepalives
+// refused), or the cluster answered not_held to Unlock or Release. A
+// grant's Lost channel is closed then, and the session's OnLost callback
+// runs, so that the holder stops touching what the lock protects.
+// Revocations reach the client in the answer of its next keepalive, at
+// most TTL/3 after the revoke while keepalives succeed.
 
 // ErrRevoked is a grant's LostErr when an operator revoked one of its
 // locks.
 var ErrRevoked = errors.New("lockd: lock revoked by an operator")
 
-// WithOnLost calls fn, on a goroutine of the client, for every lock of a
+// WithOnLost calls fn, on a goroutine of its own, for every lock of a
 // live grant this session loses without releasing it: revoked (err
-// matches ErrRevoked) or gone with the session (err is the session's Err).
+// matches ErrRevoked), gone with the session (err is the session's Err),
+// or reported not held by the cluster (err matches ErrNotHeld). fn runs
+// at most once per lock of a grant; Grant.Lost is closed before it runs.
 func WithOnLost(fn func(name string, token uint64, err error)) SessionOption {
 	return func(c *sessionConfig) { c.onLost = fn }
 }
@@ -64,12 +68,29 @@ func (st *lostState) mark(err error) bool {
 	return marked
 }
 
-// track remembers a live grant, for loss notifications.
-func (s *Session) track(g *Grant) {
+// granted counts the holds of g, for Unlock's after-the-fact checks, and
+// tracks g for loss notifications. A grant whose answer came after the
+// keepalive that reported one of its locks revoked, or after the session
+// ended, is lost at once.
+func (s *Session) granted(g *Grant) {
 	g.lostState()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var gone []Revocation
+	for _, l := range g.Locks {
+		if i := slices.IndexFunc(s.recent, revokes(l)); i >= 0 {
+			gone = append(gone, s.recent[i])
+			continue // revoked already: not held
+		}
+		s.holds[l.Name]++
+	}
 	s.grants = append(s.grants, g)
+	s.mu.Unlock()
+	for _, rv := range gone {
+		s.loseWhere(rv.err(), rv.matches)
+	}
+	if err := s.usable(); err != nil {
+		s.loseAll(err) // end ran before g was tracked
+	}
 }
 
 // untrack forgets the grants released or lost.
@@ -79,37 +100,75 @@ func (s *Session) untrack(drop func(g *Grant) bool) {
 	s.grants = slices.DeleteFunc(s.grants, drop)
 }
 
-// revocation is one lock revoked from the session (keepalive answers and
-// GET /v1/sessions/{id}).
-type revocation struct {
+// Revocation is one hold an operator revoked from a session (POST
+// /v1/revoke), as keepalive answers and GET /v1/sessions/{id} list them.
+type Revocation struct {
 	Name  string `json:"name"`
-	Token uint64 `json:"token"`
-	Index uint64 `json:"index"`
+	Token uint64 `json:"token"` // the hold's fencing token, now invalid
+	Index uint64 `json:"index"` // the cluster's log index of the revoke
 }
 
+func (rv Revocation) matches(l GrantedLock) bool { return l.Name == rv.Name && l.Token == rv.Token }
+
+func (rv Revocation) err() error {
+	return fmt.Errorf("%w: %s (token %d, revoked at index %d)", ErrRevoked, rv.Name, rv.Token, rv.Index)
+}
+
+// revokes returns a matcher of the revocations of l.
+func revokes(l GrantedLock) func(Revocation) bool {
+	return func(rv Revocation) bool { return rv.matches(l) }
+}
+
+// recentRevocations is how many revocations a session remembers: to skip
+// those every later keepalive repeats (the cluster lists a session's
+// latest 16) and to catch a grant whose answer arrives after its lock's
+// revocation.
+const recentRevocations = 64
+
 // revoked handles a keepalive's list of revocations: each grant holding a
-// revoked lock (same name and token) is lost. A list is the latest few,
-// so one seen before is skipped.
-func (s *Session) revoked(list []revocation) {
+// revoked lock (same name and token) is lost, and its holds no longer
+// count. Revocations seen before are skipped.
+func (s *Session) revoked(list []Revocation) {
 	for _, rv := range list {
-		s.mu.Lock()
-		seen := rv.Index <= s.lastRevoke
-		if !seen {
-			s.lastRevoke = max(s.lastRevoke, rv.Index)
-		}
-		s.mu.Unlock()
-		if seen {
+		if s.seen(rv) {
 			continue
 		}
-		s.forget(rv.Name)
-		err := fmt.Errorf("%w: %s (token %d, revoked at index %d)", ErrRevoked, rv.Name, rv.Token, rv.Index)
-		s.loseWhere(err, func(l GrantedLock) bool { return l.Name == rv.Name && l.Token == rv.Token })
+		lost := s.loseWhere(rv.err(), rv.matches)
+		s.mu.Lock()
+		for _, g := range lost {
+			if slices.ContainsFunc(g.Locks, rv.matches) {
+				s.countDown(rv.Name)
+			}
+		}
+		s.mu.Unlock()
 	}
 }
 
+// seen reports whether rv was handled before, and remembers it.
+func (s *Session) seen(rv Revocation) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.recent, rv) {
+		return true
+	}
+	s.recent = append(s.recent, rv)
+	if n := len(s.recent) - recentRevocations; n > 0 {
+		s.recent = slices.Delete(s.recent, 0, n)
+	}
+	return false
+}
+
+// notHeld handles the cluster's word (not_held) that the session does not
+// hold name: the grants this client believed hold it are lost.
+func (s *Session) notHeld(name string, err error) {
+	s.forget(name)
+	s.loseWhere(fmt.Errorf("lockd session %s does not hold %s: %w", s.id, name, err),
+		func(l GrantedLock) bool { return l.Name == name })
+}
+
 // loseWhere marks lost every tracked grant with a lock that match
-// accepts, and calls OnLost for those locks.
-func (s *Session) loseWhere(err error, match func(GrantedLock) bool) {
+// accepts, calls OnLost for those locks, and returns the grants.
+func (s *Session) loseWhere(err error, match func(GrantedLock) bool) []*Grant {
 	var lost []*Grant
 	s.untrack(func(g *Grant) bool {
 		if slices.ContainsFunc(g.Locks, match) {
@@ -128,6 +187,7 @@ func (s *Session) loseWhere(err error, match func(GrantedLock) bool) {
 			}
 		}
 	}
+	return lost
 }
 
 // loseAll marks every live grant lost with the session's end.

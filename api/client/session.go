@@ -84,7 +84,7 @@ type Session struct {
 	holds       map[string]int // this client's grants per name, for Unlock's checks
 	pausedUntil time.Time      // test hook: no keepalives until then
 	grants      []*Grant       // live grants, for loss notifications (lost.go)
-	lastRevoke  uint64         // index of the newest revocation handled
+	recent      []Revocation   // the latest revocations handled, oldest first
 	onLost      func(name string, token uint64, err error)
 }
 
@@ -131,7 +131,10 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // Err returns nil while the session lives; after Done is closed, an error
 // matching ErrSessionNotFound (the cluster said the session is gone),
 // ErrKeepaliveExpired (no keepalive succeeded for longer than the TTL
-// minus the safety margin) or ErrSessionClosed (Close was called).
+// minus the safety margin), ErrUnauthorized or ErrForbidden (the cluster
+// refused a keepalive: the token was deleted, or does not own the
+// session, so nothing keeps it alive) or ErrSessionClosed (Close was
+// called).
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,7 +204,7 @@ func (s *Session) keepalives(lastOK time.Time) {
 		// (paused, or cut off with its connections open) costs one
 		// attempt, not the session.
 		var alive struct {
-			Revoked []revocation `json:"revoked"`
+			Revoked []Revocation `json:"revoked"`
 		}
 		err := s.c.do(kctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive",
 			attempt: keepaliveAttempt(s.ttl), out: &alive})
@@ -210,8 +213,8 @@ func (s *Session) keepalives(lastOK time.Time) {
 		case err == nil:
 			lastOK, delay, lastErr = now, interval, nil
 			s.revoked(alive.Revoked)
-		case errors.Is(err, ErrSessionNotFound):
-			s.end(fmt.Errorf("lockd session %s: %w", s.id, err))
+		case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
+			s.end(fmt.Errorf("lockd session %s: keepalive: %w", s.id, err))
 			return
 		case ctx.Err() != nil:
 			return
@@ -255,32 +258,27 @@ func (s *Session) Close(ctx context.Context) error {
 
 // ---- local hold counts ---------------------------------------------------
 
-// granted counts the holds of g, for Unlock's after-the-fact checks.
-func (s *Session) granted(g *Grant) {
-	s.track(g)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range g.Locks {
-		s.holds[l.Name]++
-	}
-}
-
 // released counts one hold of each name down.
 func (s *Session) released(names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
-		if s.holds[n] <= 1 {
-			delete(s.holds, n)
-		} else {
-			s.holds[n]--
-		}
+		s.countDown(n)
 	}
 	// A grant none of whose locks is held any more was given back: it can
 	// no longer be lost.
 	s.grants = slices.DeleteFunc(s.grants, func(g *Grant) bool {
 		return !slices.ContainsFunc(g.Locks, func(l GrantedLock) bool { return s.holds[l.Name] > 0 })
 	})
+}
+
+// countDown counts one hold of name down; s.mu is held.
+func (s *Session) countDown(name string) {
+	if s.holds[name] <= 1 {
+		delete(s.holds, name)
+	} else {
+		s.holds[name]--
+	}
 }
 
 // forget drops what this client knows of name's holds.

@@ -46,6 +46,9 @@ type call struct {
 	// attempt, when set, replaces RetryPolicy.AttemptTimeout: keepalives
 	// must fail over from a hung node well within the session's TTL.
 	attempt time.Duration
+	// next, when set, receives the answer's X-Next-After (the cursor of
+	// a list's next page; "" on the last page).
+	next *string
 }
 
 // do sends c to the leader (or, while the leader is unknown, to the next
@@ -138,6 +141,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 		if err := json.Unmarshal(b, c.out); err != nil {
 			return fmt.Errorf("%s %s on %s: decoding %.200q: %w", c.method, c.path, base, b, err)
 		}
+	}
+	if c.next != nil {
+		*c.next = resp.Header.Get("X-Next-After")
 	}
 	return nil
 }

@@ -140,6 +140,9 @@ type SessionInfo struct {
 	LockDelay  Duration   `json:"lock_delay"`
 	Held       []HeldLock `json:"held"`
 	Pending    []string   `json:"pending"`
+	// Revoked lists the latest holds an operator revoked from the
+	// session, oldest first (at most 16).
+	Revoked []Revocation `json:"revoked"`
 }
 
 // HeldLock is one hold of a session.
