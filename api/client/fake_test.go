@@ -1,0 +1,200 @@
+package client_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/api/client"
+)
+
+// fakeCluster is an HTTP server standing in for lockd, for answers a real
+// node gives only by chance (a revocation reported before the grant's own
+// answer) or at a scale a test does not want (pages).
+func fakeCluster(t *testing.T, h http.HandlerFunc) *client.Client {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "{}") })
+	mux.HandleFunc("/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c, err := client.NewWith([]string{srv.URL}, client.WithToken("fake"),
+		client.WithRetryPolicy(client.RetryPolicy{MaxElapsed: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func writeAPIError(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"code":%q,"message":"fake"}}`, code)
+}
+
+// TestAuthErrorsAreTypedAndNotRetried: 401, 403 and 429 are definite
+// answers: one request each, and errors.Is matches the sentinels.
+func TestAuthErrorsAreTypedAndNotRetried(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+		want   error
+	}{
+		{401, client.CodeUnauthorized, client.ErrUnauthorized},
+		{403, client.CodeForbidden, client.ErrForbidden},
+		{429, client.CodeLimitExceeded, client.ErrLimitExceeded},
+	} {
+		var hits atomic.Int32
+		c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			writeAPIError(w, tc.status, tc.code)
+		})
+		ctx := ctxFor(t, 10*time.Second)
+		_, err := c.GetLock(ctx, "x")
+		var ae *client.Error
+		if !errors.Is(err, tc.want) || !errors.As(err, &ae) || ae.HTTPStatus != tc.status {
+			t.Errorf("HTTP %d: %v, want %v", tc.status, err, tc.want)
+		}
+		if _, err := c.NewSession(ctx, 10*time.Second); !errors.Is(err, tc.want) {
+			t.Errorf("HTTP %d, new session: %v", tc.status, err)
+		}
+		if n := hits.Load(); n != 2 {
+			t.Errorf("HTTP %d: %d requests for 2 calls, want no retries", tc.status, n)
+		}
+	}
+}
+
+// TestListsFollowNextAfter: Locks and Sessions read every page, passing
+// the previous answer's X-Next-After as after=.
+func TestListsFollowNextAfter(t *testing.T) {
+	pages := map[string][]string{"": {"a", "b"}, "b": {"c"}, "c": nil}
+	var seen []string
+	var mu sync.Mutex
+	c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		after, key := r.URL.Query().Get("after"), "name"
+		mu.Lock()
+		seen = append(seen, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		if r.URL.Path == "/v1/sessions" {
+			key = "id"
+		}
+		items := []map[string]string{}
+		for _, v := range pages[after] {
+			items = append(items, map[string]string{key: v})
+		}
+		if len(items) > 0 {
+			w.Header().Set("X-Next-After", items[len(items)-1][key])
+		}
+		_ = json.NewEncoder(w).Encode(items)
+	})
+	ctx := ctxFor(t, 10*time.Second)
+	locks, err := c.Locks(ctx, "")
+	if err != nil || len(locks) != 3 || locks[2].Name != "c" {
+		t.Fatalf("locks %+v, %v", locks, err)
+	}
+	sessions, err := c.Sessions(ctx)
+	if err != nil || len(sessions) != 3 || sessions[0].ID != "a" || sessions[2].ID != "c" {
+		t.Fatalf("sessions %+v, %v", sessions, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 6 || !strings.Contains(seen[1], "after=b") || !strings.Contains(seen[0], "limit=") {
+		t.Fatalf("requests %q", seen)
+	}
+}
+
+// revocationFake is a lockd with one session whose keepalive answers
+// list what revoked holds.
+type revocationFake struct {
+	mu        sync.Mutex
+	revoked   []client.Revocation
+	keepalive chan struct{} // a token per keepalive answered
+}
+
+func (f *revocationFake) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == "POST" && r.URL.Path == "/v1/sessions":
+		fmt.Fprint(w, `{"id":"s1","ttl":"1s"}`)
+	case strings.HasSuffix(r.URL.Path, "/keepalive"):
+		f.mu.Lock()
+		b, _ := json.Marshal(map[string]any{"id": "s1", "ttl": "1s", "revoked": f.revoked})
+		f.mu.Unlock()
+		_, _ = w.Write(b)
+		select {
+		case f.keepalive <- struct{}{}:
+		default:
+		}
+	case r.URL.Path == "/v1/acquire":
+		var body struct {
+			RequestID string                  `json:"request_id"`
+			Locks     []struct{ Name string } `json:"locks"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		token := map[string]int{"a": 7, "b": 8}[body.Locks[0].Name]
+		fmt.Fprintf(w, `{"status":"granted","request_id":%q,"session":"s1","token":%d,"granted":[{"name":%q,"mode":"write","weight":1,"token":%d}]}`,
+			body.RequestID, token, body.Locks[0].Name, token)
+	default:
+		fmt.Fprint(w, `{}`)
+	}
+}
+
+// TestRevocationsFromKeepalives: a grant whose lock a keepalive already
+// reported revoked is lost as soon as it is granted; a later revocation
+// is lost on the next keepalive; an unrelated token is not; each loss is
+// reported once however many keepalives repeat it.
+func TestRevocationsFromKeepalives(t *testing.T) {
+	f := &revocationFake{keepalive: make(chan struct{}, 1),
+		revoked: []client.Revocation{{Name: "a", Token: 7, Index: 100}, {Name: "b", Token: 5, Index: 90}}}
+	c := fakeCluster(t, f.serve)
+	var calls atomic.Int32
+	s := newSession(t, c, time.Second, client.WithOnLost(func(string, uint64, error) { calls.Add(1) }))
+	ctx := ctxFor(t, 20*time.Second)
+	nextKeepalive := func() {
+		t.Helper()
+		select {
+		case <-f.keepalive:
+		case <-ctx.Done():
+			t.Fatal("no keepalive")
+		}
+	}
+	nextKeepalive() // the revocation of a/7 is known before a/7 is granted
+	a, err := s.Lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(a.LostErr(), client.ErrRevoked) {
+		t.Fatalf("a grant already revoked: LostErr %v", a.LostErr())
+	}
+	b, err := s.Lock(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextKeepalive()
+	nextKeepalive()
+	if b.LostErr() != nil {
+		t.Fatalf("b (token 8) lost by the revocation of token 5: %v", b.LostErr())
+	}
+	f.mu.Lock()
+	f.revoked = append(f.revoked, client.Revocation{Name: "b", Token: 8, Index: 120})
+	f.mu.Unlock()
+	select {
+	case <-b.Lost():
+	case <-ctx.Done():
+		t.Fatal("b's revocation not noticed")
+	}
+	nextKeepalive()
+	nextKeepalive()
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("OnLost ran %d times, want 2 (a and b once each)", n)
+	}
+	if s.Err() != nil {
+		t.Fatalf("a revocation ended the session: %v", s.Err())
+	}
+}
