@@ -48,6 +48,8 @@ func runACL(e *env, args []string) int {
 	switch {
 	case len(args) >= 1 && args[0] == "bootstrap":
 		return runBootstrap(e, args[1:])
+	case len(args) >= 1 && args[0] == "tokens": // same as "token list"
+		return runTokenList(e, args[1:])
 	case len(args) >= 2 && args[0] == "token":
 		switch args[1] {
 		case "create":
@@ -58,7 +60,7 @@ func runACL(e *env, args []string) int {
 			return runTokenDelete(e, args[2:])
 		}
 	}
-	fmt.Fprintf(e.stderr, "lockctl acl: want bootstrap, token create, token list or token delete\n\n%s", usage)
+	fmt.Fprintf(e.stderr, "lockctl acl: want bootstrap, token create, tokens (token list) or token delete\n\n%s", usage)
 	return exitUsage
 }
 
@@ -105,6 +107,10 @@ func runTokenCreate(e *env, args []string) int {
 	name := fs.String("name", "", "the token's `NAME` (who or what uses it)")
 	var rules ruleFlag
 	fs.Var(&rules, "rule", "`PREFIX=ACCESS`: read, write or admin on the names starting with PREFIX (repeat; \"=read\" is every name)")
+	e.note(fs, `
+Makes a token and prints its id and secret; the secret is shown this once
+(the cluster keeps only a hash). Needs a management token.
+`)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -121,7 +127,8 @@ func runTokenCreate(e *env, args []string) int {
 }
 
 func runTokenList(e *env, args []string) int {
-	fs := e.flags("acl token list", "acl token list [--json]", true)
+	fs := e.flags("acl tokens", "acl tokens [--json]  (also: acl token list)", true)
+	e.note(fs, "\nLists every token's id, name and rules; never secrets. Needs a management token.\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -145,6 +152,7 @@ func runTokenList(e *env, args []string) int {
 
 func runTokenDelete(e *env, args []string) int {
 	fs := e.flags("acl token delete", "acl token delete ID", false)
+	e.note(fs, "\nDeletes the token: from then on every node answers it 401 (exit 77), and the\nsessions it made can no longer be kept alive. Needs a management token.\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}

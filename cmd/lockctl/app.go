@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ Usage:
   lockctl revoke [--json] NAME
   lockctl acl bootstrap [--json]
   lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
-  lockctl acl token list [--json]
+  lockctl acl tokens [--json]                 (also: lockctl acl token list)
   lockctl acl token delete ID
 
 Every command takes these flags, after the command or before it
@@ -167,7 +168,28 @@ func hoistGlobals(args []string) ([]string, error) {
 	case len(args) == 0:
 		return nil, errors.New("flags but no command")
 	}
-	return append(append([]string{args[0]}, globals...), args[1:]...), nil
+	n := commandWords(args)
+	return append(append(slices.Clone(args[:n]), globals...), args[n:]...), nil
+}
+
+// commandWords is how many words of args name the command, where the
+// flags hoisted from before it go: "session list", "acl bootstrap",
+// "acl tokens" and "acl token create" take their flags after all their
+// words.
+func commandWords(args []string) int {
+	n := 1
+	switch {
+	case args[0] == "acl" && len(args) > 1 && args[1] == "token":
+		n = 3
+	case args[0] == "session" || args[0] == "acl":
+		n = 2
+	}
+	for i := 1; i < n; i++ {
+		if i >= len(args) || strings.HasPrefix(args[i], "-") {
+			return i // a missing subcommand: the command says so
+		}
+	}
+	return n
 }
 
 // run is lockctl without the process around it, so that it can be tested.

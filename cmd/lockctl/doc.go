@@ -7,8 +7,8 @@ Usage:
 
 	lockctl lock [flags] NAME -- COMMAND [ARGS...]
 	lockctl status [--json]
-	lockctl locks [--prefix P] [--json]
-	lockctl get [--json] NAME
+	lockctl locks [--prefix P] [--stale] [--json]
+	lockctl get [--stale] [--json] NAME
 	lockctl check [--json] NAME TOKEN
 	lockctl members [--json]
 	lockctl watch [--timeout D] [--json] NAME
@@ -17,9 +17,41 @@ Usage:
 	lockctl session show [--json] ID
 	lockctl session delete [--json] ID
 	lockctl release --session ID [--json] NAME
+	lockctl revoke [--json] NAME
+	lockctl acl bootstrap [--json]
+	lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
+	lockctl acl tokens [--json]            (also: lockctl acl token list)
+	lockctl acl token delete ID
 
 Every command takes --addr (comma-separated host:port or http(s)://host:port
-addresses; default $LOCKD_ADDR, else 127.0.0.1:7001) and the TLS flags below.
+addresses; default $LOCKD_ADDR, else 127.0.0.1:7001), --token (default
+$LOCKD_TOKEN), --timeout (default 10s: give up on the cluster after it,
+retries included; watch: stop watching after it) and the TLS flags below.
+These flags may also come before the command (lockctl --token S locks).
+
+# ACL tokens
+
+Against a cluster run with --acl, every command but status needs a token:
+
+	--token SECRET      sent as Authorization: Bearer SECRET
+	                    (default $LOCKD_TOKEN)
+
+acl bootstrap makes the cluster's first management token (once per
+cluster) and prints its secret; acl token create makes a token with rules
+(--rule jobs/=write: read, write or admin on the names starting with
+jobs/) and prints its secret. Secrets are printed only there: acl tokens
+lists ids, names and rules. acl token delete ID stops a token at once.
+Without a valid token lockctl exits 77 (unauthorized); with a token that
+does not allow the request, also 77 (forbidden); the message says which.
+
+# lockctl revoke
+
+revoke NAME (a token with admin on NAME) releases every hold on NAME at
+once, whoever holds it, and prints each hold it revoked (session and
+fencing token; "nobody held NAME" when there was none). The fencing tokens
+stop being valid and waiters are granted in their order. A lockctl lock
+holding NAME learns it on its next keepalive (within a third of its --ttl),
+stops its command like on a lost session and exits 74.
 
 # TLS
 
@@ -65,8 +97,9 @@ command is also killed if lockctl itself dies, since nobody would keep its
 session alive.
 
 If the session is lost while the command runs — the cluster said it is gone,
-or no keepalive has succeeded for the TTL minus a safety margin — the lock
-may already belong to someone else: lockctl sends the command SIGTERM, then
+or no keepalive has succeeded for the TTL minus a safety margin — or an
+operator revokes the lock (lockctl revoke), the lock may already belong to
+someone else: lockctl says which happened, sends the command SIGTERM, then
 SIGKILL after --grace, and exits 74. A single failed keepalive, or a leader
 election the session survives, does not count as lost.
 
@@ -100,7 +133,12 @@ See docs/cli.md for every command and flag, with examples.
 	         also exit 69 when the node answering sees no leader)
 	70       internal error (of lockctl or the server)
 	73       lock: not acquired within --wait (someone holds it)
-	74       lock: session lost while the command ran (the command was stopped)
+	74       lock: session lost, or the lock revoked, while the command ran
+	         (the command was stopped)
+	75       a configured limit of the cluster refused the request (sessions,
+	         holds, waiters, waits: 429 limit_exceeded)
+	77       no valid token (401 unauthorized: none, unknown or deleted), or
+	         the token does not allow the request (403 forbidden)
 	126      lock: the command could not be started
 	127      lock: the command was not found
 	128+N    lock: the command was killed by signal N, or lockctl was

@@ -17,6 +17,11 @@ func TestHoistGlobals(t *testing.T) {
 		{in: []string{"--addr", "A", "locks", "--json"}, want: []string{"locks", "--addr", "A", "--json"}},
 		{in: []string{"--addr=A", "-json", "--timeout", "2s", "get", "x"}, want: []string{"get", "--addr=A", "-json", "--timeout", "2s", "x"}},
 		{in: []string{"--token", "s", "lock", "n", "--", "true"}, want: []string{"lock", "--token", "s", "n", "--", "true"}},
+		{in: []string{"--token", "s", "session", "list"}, want: []string{"session", "list", "--token", "s"}},
+		{in: []string{"--token", "s", "acl", "tokens"}, want: []string{"acl", "tokens", "--token", "s"}},
+		{in: []string{"--token", "s", "acl", "token", "delete", "ID"}, want: []string{"acl", "token", "delete", "--token", "s", "ID"}},
+		{in: []string{"--json", "session"}, want: []string{"session", "--json"}},
+		{in: []string{"--json", "acl", "token", "--x"}, want: []string{"acl", "token", "--json", "--x"}},
 		{in: []string{"--help"}, want: []string{"--help"}},
 		{in: []string{}, want: []string{}},
 		{in: []string{"--wait", "0", "lock"}, bad: true}, // not a global flag

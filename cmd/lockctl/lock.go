@@ -71,7 +71,9 @@ Exit codes of lock:
   69                  cluster unavailable (unreachable, no leader)
   70                  internal error
   73                  not acquired within --wait; the holders are named
-  74                  session lost; the command was stopped
+  74                  session lost, or the lock revoked; the command was stopped
+  75                  a configured limit refused the session or the lock
+  77                  no valid token (unauthorized), or the token does not allow NAME (forbidden)
   126, 127            the command could not be run / was not found
 `
 

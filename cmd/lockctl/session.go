@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,9 @@ type sessionInfo struct {
 	LockDelay  client.Duration `json:"lock_delay"`
 	Held       []heldLock      `json:"held"`
 	Pending    []string        `json:"pending"`
+	// Revoked: the latest holds an operator revoked (lockctl revoke),
+	// oldest first.
+	Revoked []client.Revocation `json:"revoked,omitempty"`
 }
 
 type heldLock struct {
@@ -122,12 +126,9 @@ func runSessionList(e *env, args []string) int {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
 	return e.rawQuery("session list", func(ctx context.Context, a *rawAPI) int {
-		var ss []sessionInfo
-		if _, err := a.do(ctx, "GET", "/v1/sessions", nil, &ss, true); err != nil {
+		ss, err := listSessions(ctx, a)
+		if err != nil {
 			return e.fail("session list", err)
-		}
-		if ss == nil {
-			ss = []sessionInfo{}
 		}
 		if e.json {
 			return printJSON(e.stdout, ss)
@@ -145,6 +146,29 @@ func runSessionList(e *env, args []string) int {
 		w.Flush()
 		return exitOK
 	})
+}
+
+// listSessions reads every page of GET /v1/sessions, following
+// X-Next-After.
+func listSessions(ctx context.Context, a *rawAPI) ([]sessionInfo, error) {
+	all := []sessionInfo{}
+	for after := ""; ; {
+		q := url.Values{"limit": {strconv.Itoa(client.PageSize)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page []sessionInfo
+		h, err := a.do(ctx, "GET", "/v1/sessions?"+q.Encode(), nil, &page, true)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		next := h.Get("X-Next-After")
+		if next == "" || next == after {
+			return all, nil
+		}
+		after = next
+	}
 }
 
 // sessionArg parses the flags of a subcommand that takes one session ID.
@@ -191,6 +215,9 @@ func runSessionShow(e *env, args []string) int {
 		fmt.Fprintf(w, "Ordered:\t%t\n", s.Ordered)
 		fmt.Fprintf(w, "Lock delay:\t%v\n", time.Duration(s.LockDelay))
 		fmt.Fprintf(w, "Pending:\t%s\n", orDash(strings.Join(s.Pending, ",")))
+		for _, rv := range s.Revoked {
+			fmt.Fprintf(w, "Revoked:\t%s (token %d, at index %d)\n", rv.Name, rv.Token, rv.Index)
+		}
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "HELD LOCK\tMODE\tWEIGHT\tCOUNT\tTOKEN\tEXPIRES")
 		for _, h := range s.Held {
