@@ -322,16 +322,7 @@ func TestUILoginForm(t *testing.T) {
 	check := func(dom, id string, want, unwanted []string) {
 		t.Helper()
 		part := between(dom, `<div id="`+id+`">`, map[string]string{"after-login": `<div id="after-forget">`, "after-forget": `<p id="stored">`}[id])
-		for _, s := range want {
-			if !strings.Contains(part, s) {
-				t.Errorf("#%s lacks %s", id, s)
-			}
-		}
-		for _, s := range unwanted {
-			if strings.Contains(part, s) {
-				t.Errorf("#%s has %s", id, s)
-			}
-		}
+		mustHave(t, "#"+id, part, want, unwanted)
 	}
 	for _, c := range []struct {
 		who          string
