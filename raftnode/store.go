@@ -17,6 +17,14 @@ import (
 	"go.etcd.io/bbolt"
 )
 
+// commitTimeout is how long the leader's replication to a follower may
+// stay idle: a follower learns that entries committed only with the next
+// AppendEntries, so an acquire granted by a commit waits on a follower
+// until then when no newer entry follows (a handoff to a waiter on a
+// follower). raft's 50ms (randomized to 50-100ms) made that the cost of
+// each such handoff; an empty AppendEntries writes nothing to disk.
+var commitTimeout = 2 * time.Millisecond
+
 const (
 	boltFile        = "raft.db"
 	snapshotsRetain = 2
@@ -48,12 +56,12 @@ func newTiming(scale float64) timing {
 		heartbeat: scaled(def.HeartbeatTimeout, 5*time.Millisecond),
 		election:  scaled(def.ElectionTimeout, 5*time.Millisecond),
 		lease:     scaled(def.LeaderLeaseTimeout, 5*time.Millisecond),
-		commit:    scaled(def.CommitTimeout, time.Millisecond),
+		commit:    scaled(commitTimeout, time.Millisecond),
 	}
 	// A few election rounds: long enough to ride out a failover, short
 	// enough that a cluster without quorum answers no_leader promptly.
 	t.leaderWait = 3 * (t.heartbeat + t.election)
-	t.retryMin = max(t.commit/5, time.Millisecond)
+	t.retryMin = max(scaled(def.CommitTimeout, time.Millisecond)/5, time.Millisecond)
 	t.retryMax = max(t.heartbeat/10, 10*time.Millisecond)
 	return t
 }
