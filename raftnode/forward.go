@@ -28,6 +28,7 @@ const (
 	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
 	pathRemove    = "/internal/v1/remove"    // body: removeRequest
 	pathDigest    = "/internal/v1/digest"    // empty body; answered by any node for itself
+	pathAwait     = "/internal/v1/await"     // body: awaitRequest; answered by any node for itself (await.go)
 
 	contentType     = "application/msgpack"
 	headerForwarder = "X-Lockd-Forwarded-By"
@@ -72,6 +73,9 @@ type wireReply struct {
 	Result  *lockstate.Result `msgpack:"result,omitempty"`
 	TTL     time.Duration     `msgpack:"ttl,omitempty"`
 	Digest  []byte            `msgpack:"digest,omitempty"`
+	// Request answers an await: the request as the answering node's table
+	// shows it; nil when it does not hold the request.
+	Request *lockstate.RequestInfo `msgpack:"request,omitempty"`
 }
 
 type keepAliveRequest struct {
@@ -232,6 +236,7 @@ func (n *Node) newHandler() http.Handler {
 	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
 	mux.HandleFunc("POST "+pathRemove, n.handleRemove)
 	mux.HandleFunc("POST "+pathDigest, n.handleDigest)
+	mux.HandleFunc("POST "+pathAwait, n.handleAwait)
 	return n.fromMember(mux)
 }
 

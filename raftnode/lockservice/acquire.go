@@ -46,25 +46,21 @@ func (s *Service) Acquire(ctx context.Context, cmd *lockstate.Acquire) (*locksta
 }
 
 // follow waits for a pending request whose entry is at index: once this
-// node has applied that entry too, in its own table. The table's deadline
-// counts from the proposal, so this node's own limit (wait + grace)
-// starts now.
+// node has applied that entry too, in its own table, and at the same time
+// on the leader (askLeader), whichever answers first. The table's
+// deadline counts from the proposal, so this node's own limit (wait +
+// grace) starts now.
 func (s *Service) follow(ctx context.Context, info *lockstate.RequestInfo, index uint64, wait time.Duration) (*lockstate.RequestInfo, error) {
 	waitCtx, cancel := s.waitContext(ctx)
 	defer cancel()
 	until := time.Now().Add(wait + s.cfg.CancelGrace)
-	appliedCtx, appliedCancel := context.WithDeadline(waitCtx, until)
-	err := s.fsm.WaitApplied(appliedCtx, index)
-	appliedCancel()
-	switch {
-	case waitCtx.Err() != nil:
-		return nil, stillPending(info.ID, errStoppedWaiting)
-	case err != nil: // this node lags too far behind to follow the request: let the log decide
-		return s.cancelPending(ctx, info)
+	localCtx, leaderAnswer := s.askLeader(waitCtx, info, time.Until(until))
+	st, end := s.followLocal(localCtx, info, index, until)
+	if got := leaderAnswer(); got != nil {
+		return s.final(ctx, got, index, false)
 	}
-	st, end := s.awaitRequest(waitCtx, info.ID, info.Session, until)
 	switch {
-	case end == waitAborted:
+	case waitCtx.Err() != nil, end == waitAborted:
 		return nil, stillPending(info.ID, errStoppedWaiting)
 	case end == waitTimedOut:
 		return s.cancelPending(ctx, info)
@@ -72,6 +68,23 @@ func (s *Service) follow(ctx context.Context, info *lockstate.RequestInfo, index
 		return nil, requestGone(info.ID, lockstate.PublicID(info.Session, info.Key), st.sessionLive)
 	}
 	return s.final(ctx, &st.info, index, false)
+}
+
+// followLocal waits until this node has applied index, then until the
+// request is no longer pending in its table. A node that cannot apply
+// index in time (it lags too far behind, or its FSM stopped) reports
+// waitTimedOut: the log decides, by a cancel.
+func (s *Service) followLocal(ctx context.Context, info *lockstate.RequestInfo, index uint64, until time.Time) (requestState, waitEnd) {
+	appliedCtx, cancel := context.WithDeadline(ctx, until)
+	err := s.fsm.WaitApplied(appliedCtx, index)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return requestState{}, waitAborted
+	case err != nil:
+		return requestState{}, waitTimedOut
+	}
+	return s.awaitRequest(ctx, info.ID, info.Session, until)
 }
 
 // cancelPending ends a request still pending after its wait: the cancel's

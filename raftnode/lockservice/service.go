@@ -105,8 +105,12 @@ func New(cfg Config) (*Service, error) {
 	setDefault(&cfg.CancelGrace, DefaultCancelGrace)
 	setDefault(&cfg.ProposeTimeout, DefaultProposeTimeout)
 	f := cfg.Node.FSM()
-	return &Service{cfg: cfg, node: cfg.Node, fsm: f, log: cfg.Logger.Named("locks"),
-		waits: newRequestWaits(f), closing: make(chan struct{})}, nil
+	s := &Service{cfg: cfg, node: cfg.Node, fsm: f, log: cfg.Logger.Named("locks"),
+		waits: newRequestWaits(f), closing: make(chan struct{})}
+	if lw, ok := cfg.Node.(leaderWaiter); ok {
+		lw.SetAwaiter(s.answerAwait)
+	}
+	return s, nil
 }
 
 func setDefault[T comparable](v *T, def T) {

@@ -1,0 +1,100 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// A pending acquire made through a follower is granted when the leader
+// applies the release that frees its names; the follower applies that
+// entry only once the next AppendEntries tells it the entry committed.
+// AwaitOnLeader lets the follower ask the leader instead, and hear of the
+// grant as soon as the leader applied it. The leader's table holds only
+// committed entries, so its answer is as final as the follower's own.
+
+// Awaiter waits on this node until request id (of session) is no longer
+// pending in its table, or until wait passes, and returns the request as
+// the table then shows it; found is false when the table does not hold
+// the request for that session. The lock service sets it
+// (lockservice.Service).
+type Awaiter func(ctx context.Context, id string, session lockstate.SessionID, wait time.Duration) (info lockstate.RequestInfo, found bool)
+
+// ErrLeaderHere is AwaitOnLeader's answer on the leader itself: its own
+// table sees every commit at once, so wait there.
+var ErrLeaderHere = errors.New("raftnode: this node is the leader")
+
+type awaitRequest struct {
+	ID      string              `msgpack:"id"`
+	Session lockstate.SessionID `msgpack:"session"`
+	Wait    time.Duration       `msgpack:"wait"`
+}
+
+// SetAwaiter installs the function that answers other nodes' awaits.
+func (n *Node) SetAwaiter(a Awaiter) { n.awaiter.Store(&a) }
+
+// AwaitOnLeader waits on the leader, for at most wait, until request id
+// of session is no longer pending there, and returns its state. final is
+// false when the request was still pending at the end (or the leader did
+// not hold it). Each call to the leader lasts a fraction of an election
+// timeout, so a leader that fails is noticed and the next one asked. Any
+// failure ends the wait with an error: the caller still has its own table.
+func (n *Node) AwaitOnLeader(ctx context.Context, id string, session lockstate.SessionID, wait time.Duration) (info lockstate.RequestInfo, final bool, err error) {
+	// The same bound as forward gives one read (2 heartbeats + election),
+	// halved so that the leader answers before the caller gives up.
+	step := (2*n.timing.heartbeat + n.timing.election) / 2
+	end := time.Now().Add(wait)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return info, false, nil
+		}
+		if n.raft.State() == raft.Leader {
+			return info, false, ErrLeaderHere
+		}
+		addr, _ := n.raft.LeaderWithID()
+		if addr == "" {
+			return info, false, fmt.Errorf("%w: no leader known", errRetry)
+		}
+		body, err := msgpack.Marshal(awaitRequest{ID: id, Session: session, Wait: min(step, left)})
+		if err != nil {
+			return info, false, fmt.Errorf("raftnode: encode await: %w", err)
+		}
+		rep, err := n.forward(ctx, string(addr), pathAwait, body, false)
+		switch {
+		case err != nil:
+			return info, false, err
+		case rep.Request == nil:
+			return info, false, nil // the leader does not hold it (a new leader still applying?)
+		case rep.Request.Status != lockstate.Pending:
+			return *rep.Request, true, nil
+		}
+	}
+}
+
+func (n *Node) handleAwait(w http.ResponseWriter, r *http.Request) {
+	var req awaitRequest
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req); err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode await: " + err.Error()})
+		return
+	}
+	awaiter := n.awaiter.Load()
+	if awaiter == nil {
+		writeReply(w, http.StatusServiceUnavailable, wireReply{Code: codeNotLeader, Message: "this node does not serve waits yet"})
+		return
+	}
+	wait := min(max(req.Wait, 0), forwardTimeout/2)
+	info, found := (*awaiter)(r.Context(), req.ID, req.Session, wait)
+	if !found {
+		writeReply(w, http.StatusOK, wireReply{})
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{Request: &info})
+}
