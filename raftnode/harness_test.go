@@ -16,7 +16,7 @@ import (
 )
 
 // testTiming scales raft's timeouts for loopback tests: 250ms heartbeat
-// and election timeouts, 125ms lease, 1.25ms commit timeout, which holds up under
+// and election timeouts, 125ms lease, 12.5ms commit, which holds up under
 // -race on a loaded two-core machine. LOCKD_TEST_TIMING overrides it.
 var testTiming = func() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("LOCKD_TEST_TIMING"), 64); err == nil && v > 0 {

@@ -19,6 +19,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/lockstate"
@@ -47,7 +49,7 @@ var (
 // Config configures a Node.
 type Config struct {
 	ID       string // unique, stable node id (raft ServerID)
-	DataDir  string // raft.db (bolt log + stable store) and snapshots/ live here
+	DataDir  string // raft.db (bolt log + stable store), wal/ and snapshots/ live here
 	RaftBind string // host:port of the node port: raft and the internal RPC (transport.go)
 	// RaftAdvertise is the address other nodes dial; "" means RaftBind.
 	RaftAdvertise string
@@ -65,6 +67,8 @@ type Config struct {
 	// monotonic reading keeps session deadlines safe from wall-clock
 	// jumps. Tests may move it.
 	Now func() time.Time
+	// LogStore is where raft's log lives: LogBolt ("" too) or LogWAL.
+	LogStore string
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
 	SnapshotInterval                time.Duration
@@ -103,7 +107,9 @@ type Node struct {
 	fsm      *fsm.FSM
 	raft     *raft.Raft
 	bolt     *raftboltdb.BoltStore
-	logs     raft.LogStore // bolt behind raft's LogCache
+	wal      *raftwal.WAL // the log store when Config.LogStore is LogWAL
+	walMeta  *metadb.BoltMetaDB
+	logs     raft.LogStore // bolt or wal behind raft's LogCache
 	snaps    raft.SnapshotStore
 	trans    *raft.NetworkTransport
 	port     *nodePort    // the node port raft and the internal RPC share
@@ -117,6 +123,7 @@ type Node struct {
 
 	digests    digestState
 	formatGate atomic.Pointer[func() int] // SetLogFormat
+	awaiter    atomic.Pointer[Awaiter]    // SetAwaiter
 
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.

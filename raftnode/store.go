@@ -14,18 +14,24 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
 )
 
-// commitTimeout is how long the leader's replication to a follower may
-// stay idle: a follower learns that entries committed only with the next
-// AppendEntries, so an acquire granted by a commit waits on a follower
-// until then when no newer entry follows (a handoff to a waiter on a
-// follower). raft's 50ms (randomized to 50-100ms) made that the cost of
-// each such handoff; an empty AppendEntries writes nothing to disk.
-var commitTimeout = 2 * time.Millisecond
+// Log stores (Config.LogStore).
+const (
+	// LogBolt keeps raft's log in raft.db with the stable store: the
+	// default.
+	LogBolt = "bolt"
+	// LogWAL keeps raft's log in raft-wal segment files under wal/ (one
+	// fsync per batch of entries, bolt takes two); raft.db keeps only the
+	// stable store (term and vote).
+	LogWAL = "wal"
+)
 
 const (
+	walDir          = "wal"
 	boltFile        = "raft.db"
 	snapshotsRetain = 2
 	logCacheSize    = 512
@@ -56,12 +62,12 @@ func newTiming(scale float64) timing {
 		heartbeat: scaled(def.HeartbeatTimeout, 5*time.Millisecond),
 		election:  scaled(def.ElectionTimeout, 5*time.Millisecond),
 		lease:     scaled(def.LeaderLeaseTimeout, 5*time.Millisecond),
-		commit:    scaled(commitTimeout, time.Millisecond),
+		commit:    scaled(def.CommitTimeout, time.Millisecond),
 	}
 	// A few election rounds: long enough to ride out a failover, short
 	// enough that a cluster without quorum answers no_leader promptly.
 	t.leaderWait = 3 * (t.heartbeat + t.election)
-	t.retryMin = max(scaled(def.CommitTimeout, time.Millisecond)/5, time.Millisecond)
+	t.retryMin = max(t.commit/5, time.Millisecond)
 	t.retryMax = max(t.heartbeat/10, 10*time.Millisecond)
 	return t
 }
@@ -90,13 +96,17 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("raftnode: open %s: %w", path, err)
 	}
 	n.bolt = bolt
-	if n.logs, err = raft.NewLogCache(logCacheSize, bolt); err != nil {
+	logs, err := n.openLogStore(bolt)
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, snapshotsRetain, n.logger.Named("snapshot")); err != nil {
 		return fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
-	entries, err := checkLog(bolt, n.snaps)
+	entries, err := checkLog(logs, n.snaps)
 	if err != nil {
 		return n.storeError(&damagedError{path: path, err: err})
 	}
@@ -124,12 +134,56 @@ func (n *Node) storeError(err error) error {
 	return fmt.Errorf("raftnode: %w", err)
 }
 
-// closeStores closes the transport and bolt, whichever are open.
+// openLogStore returns the store of raft's log that Config.LogStore
+// names. A data dir keeps the store it was made with: the other one would
+// start with an empty log, and the node would come back without its
+// entries (and vote on them) as if it were new.
+func (n *Node) openLogStore(bolt *raftboltdb.BoltStore) (raft.LogStore, error) {
+	dir := filepath.Join(n.cfg.DataDir, walDir)
+	_, err := os.Stat(dir)
+	walUsed := err == nil
+	switch n.cfg.LogStore {
+	case "", LogBolt:
+		if walUsed {
+			return nil, fmt.Errorf("the raft log of %s is in %s (raft-wal): start it with --raft-log %s", n.cfg.DataDir, dir, LogWAL)
+		}
+		return bolt, nil
+	case LogWAL:
+		if last, err := bolt.LastIndex(); err != nil || (last > 0 && !walUsed) {
+			return nil, errors.Join(err, fmt.Errorf("the raft log of %s is in %s (bolt): start it with --raft-log %s", n.cfg.DataDir, boltFile, LogBolt))
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("wal dir: %w", err)
+		}
+		// Our own meta store: WAL.Close (v0.4.0) leaves the default one
+		// open, and its file lock would keep the node from opening again.
+		n.walMeta = &metadb.BoltMetaDB{}
+		w, err := raftwal.Open(dir, raftwal.WithMetaStore(n.walMeta), raftwal.WithLogger(n.logger.Named("wal")))
+		if err != nil {
+			return nil, fmt.Errorf("open raft-wal in %s: %w", dir, err)
+		}
+		n.wal = w
+		return w, nil
+	}
+	return nil, fmt.Errorf("unknown log store %q (%s or %s)", n.cfg.LogStore, LogBolt, LogWAL)
+}
+
+// closeStores closes the transport, the WAL and bolt, whichever are open.
 func (n *Node) closeStores() error {
 	var errs []error
 	if n.trans != nil {
 		if err := n.trans.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raftnode: close transport: %w", err))
+		}
+	}
+	if n.wal != nil {
+		if err := n.wal.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftnode: close wal: %w", err))
+		}
+	}
+	if n.walMeta != nil {
+		if err := n.walMeta.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftnode: close wal meta: %w", err))
 		}
 	}
 	if n.bolt != nil {

@@ -111,7 +111,13 @@ func writeSnapshot(t testing.TB, dir string, index uint64) {
 // openNode starts a node on dir as lockd does, and stops it again.
 func openNode(t *testing.T, dir string) error {
 	t.Helper()
-	n, err := Open(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", Timing: testTiming, Logger: testLogger(t, "n1")})
+	return openNodeWith(t, dir, "")
+}
+
+// openNodeWith is openNode with the log in store (Config.LogStore).
+func openNodeWith(t *testing.T, dir, store string) error {
+	t.Helper()
+	n, err := Open(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", Timing: testTiming, Logger: testLogger(t, "n1"), LogStore: store})
 	if err != nil {
 		return err
 	}
