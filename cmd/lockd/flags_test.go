@@ -17,7 +17,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAdvertise != "10.0.0.1:7001" || c.RaftAdvertise != "10.0.0.1:7101" || c.GossipAdvert != "10.0.0.1:7201" ||
-		len(c.Join) != 2 || c.BootstrapExpect != 3 || c.RaftTiming != 1 {
+		len(c.Join) != 2 || c.BootstrapExpect != 3 || c.RaftTiming != 1 || c.RaftLog != "bolt" {
 		t.Fatalf("config = %+v", c)
 	}
 
@@ -33,7 +33,12 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("dev in a container: %+v, %v", c, err)
 	}
 
+	if c, err = parseFlags(strings.Fields("--node-id n1 --data-dir /d --raft-log wal")); err != nil || c.RaftLog != "wal" {
+		t.Fatalf("--raft-log wal: %+v, %v", c, err)
+	}
+
 	for _, bad := range []string{
+		"--node-id n1 --data-dir /d --raft-log lsm",
 		"--data-dir /d", // no id
 		"--node-id n1",  // no data dir
 		"--node-id n1 --data-dir /d --http-addr 0.0.0.0:7001 --insecure", // bind-all without advertise
