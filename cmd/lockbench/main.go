@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,8 @@ type options struct {
 	addrs, lockd, clients, prefix string
 	spawn                         int
 	duration, warmup              time.Duration
-	spread, tls                   bool
+	spread, tls, shared           bool
+	keepalive                     int
 	caCert, clientCert, clientKey string
 	token                         string
 }
@@ -59,6 +61,9 @@ func parseFlags() *options {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each run")
 	flag.BoolVar(&o.spread, "spread", false, "spread clients over all nodes (followers forward) instead of using the leader")
 	flag.StringVar(&o.prefix, "prefix", "bench", "lock name prefix")
+	flag.BoolVar(&o.shared, "shared", false, "every client acquires the same name: each pair is a handoff, --clients N puts N-1 waiters on one name")
+	flag.IntVar(&o.keepalive, "keepalive", 0, "instead of pairs: open this many sessions (TTL 15s) and keep each alive every 5s, "+
+		"with the largest --clients count as the requests in flight; reports keepalives/s and each node's CPU %")
 	flag.BoolVar(&o.tls, "tls", false, "with --spawn: run the cluster with TLS and a gossip key, and speak HTTPS")
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
@@ -101,14 +106,30 @@ func run() error {
 	}
 	fmt.Printf("lockbench: %d node(s), clients to %s over %s, %v per run\n",
 		len(nodes), strings.Join(targets, ","), a.scheme(), o.duration)
+	if o.keepalive > 0 {
+		return runKeepalives(a, targets, nodes, o, slices.Max(counts))
+	}
 	fmt.Printf("%8s %12s %12s %10s %10s %10s %8s\n", "clients", "pairs", "pairs/s", "p50", "p99", "max", "errors")
 	for _, n := range counts {
-		r, err := bench(a, targets, n, o.prefix, o.warmup, o.duration)
+		r, err := bench(a, targets, n, o.prefix, o.shared, o.warmup, o.duration)
 		if err != nil {
 			return err
 		}
 		fmt.Printf("%8d %12d %12.0f %10v %10v %10v %8d\n", n, r.pairs, r.rate(),
 			r.quantile(0.50), r.quantile(0.99), r.quantile(1), r.errors)
+	}
+	return nil
+}
+
+// runKeepalives runs and prints the --keepalive workload.
+func runKeepalives(a api, targets, nodes []string, o *options, conns int) error {
+	r, err := keepalives(a, targets, nodes, o.keepalive, conns, keepaliveTTL, o.warmup, o.duration)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d sessions kept alive: %.0f keepalives/s, %d errors\n", o.keepalive, float64(r.sent)/r.elapsed.Seconds(), r.errors)
+	for _, node := range nodes {
+		fmt.Printf("  %s: %.1f%% of one core\n", node, r.cpu[node])
 	}
 	return nil
 }

@@ -75,8 +75,10 @@ func (r *result) quantile(q float64) time.Duration {
 	return r.lat[i].Round(10 * time.Microsecond)
 }
 
-// bench drives n clients against targets for d after a warmup.
-func bench(a api, targets []string, n int, prefix string, warmup, d time.Duration) (*result, error) {
+// bench drives n clients against targets for d after a warmup: each on a
+// name of its own, or with shared all on one name (each pair is then a
+// handoff, and its latency mostly the wait in the queue).
+func bench(a api, targets []string, n int, prefix string, shared bool, warmup, d time.Duration) (*result, error) {
 	hc := a.client(n+4, 30*time.Second)
 	defer hc.CloseIdleConnections()
 	type clientOut struct {
@@ -104,6 +106,9 @@ func bench(a api, targets []string, n int, prefix string, warmup, d time.Duratio
 			defer deleteSession(hc, base, sid)
 			<-start
 			name := fmt.Sprintf("%s/c%d", prefix, i)
+			if shared {
+				name = prefix + "/shared"
+			}
 			for {
 				t0 := time.Now()
 				if !t0.Before(stopAt) {
@@ -142,9 +147,9 @@ func bench(a api, targets []string, n int, prefix string, warmup, d time.Duratio
 	return r, nil
 }
 
-// pair acquires name (waiting up to 10s) and releases it.
+// pair acquires name (waiting up to 60s) and releases it.
 func pair(hc *http.Client, base, sid, name string) error {
-	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": "10s"}
+	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": "60s"}
 	var acq struct {
 		Status string `json:"status"`
 	}
@@ -158,10 +163,14 @@ func pair(hc *http.Client, base, sid, name string) error {
 }
 
 func createSession(hc *http.Client, base string) (string, error) {
+	return createSessionTTL(hc, base, 60*time.Second)
+}
+
+func createSessionTTL(hc *http.Client, base string, ttl time.Duration) (string, error) {
 	var s struct {
 		ID string `json:"id"`
 	}
-	if err := post(hc, base+"/v1/sessions", map[string]any{"ttl": "30s", "name": "lockbench"}, &s); err != nil {
+	if err := post(hc, base+"/v1/sessions", map[string]any{"ttl": ttl.String(), "name": "lockbench"}, &s); err != nil {
 		return "", err
 	}
 	return s.ID, nil
