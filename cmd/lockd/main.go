@@ -44,7 +44,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lockd:", err)
 		os.Exit(2)
 	}
-	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
