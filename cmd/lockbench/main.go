@@ -45,7 +45,8 @@ type options struct {
 	spawn                         int
 	duration, warmup              time.Duration
 	spread, tls, shared           bool
-	keepalive                     int
+	keepalive, hold               int
+	lockdFlags                    string
 	caCert, clientCert, clientKey string
 	token                         string
 }
@@ -61,6 +62,9 @@ func parseFlags() *options {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each run")
 	flag.BoolVar(&o.spread, "spread", false, "spread clients over all nodes (followers forward) instead of using the leader")
 	flag.StringVar(&o.prefix, "prefix", "bench", "lock name prefix")
+	flag.IntVar(&o.hold, "hold", 0, "instead of pairs: take this many locks (64 per acquire, the largest --clients count in flight) and "+
+		"report each node's memory; with --spawn also restart a follower once it holds a snapshot of them and time its catching up")
+	flag.StringVar(&o.lockdFlags, "lockd-flags", "", "with --spawn: more flags for every node, e.g. \"--snapshot-threshold 1024 --snapshot-interval 5s\"")
 	flag.BoolVar(&o.shared, "shared", false, "every client acquires the same name: each pair is a handoff, --clients N puts N-1 waiters on one name")
 	flag.IntVar(&o.keepalive, "keepalive", 0, "instead of pairs: open this many sessions (TTL 15s) and keep each alive every 5s, "+
 		"with the largest --clients count as the requests in flight; reports keepalives/s and each node's CPU %")
@@ -85,13 +89,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var spawned *localCluster
 	if o.spawn > 0 {
-		c, err := startCluster(o.lockd, o.spawn, o.tls)
+		c, err := startCluster(o.lockd, o.spawn, o.tls, strings.Fields(o.lockdFlags))
 		if err != nil {
 			return err
 		}
 		defer c.stop()
-		a, nodes = api{tls: c.tls}, c.addrs
+		a, nodes, spawned = api{tls: c.tls}, c.addrs, c
 	}
 	if len(nodes) == 0 {
 		return errors.New("give --addrs or --spawn")
@@ -106,8 +111,11 @@ func run() error {
 	}
 	fmt.Printf("lockbench: %d node(s), clients to %s over %s, %v per run\n",
 		len(nodes), strings.Join(targets, ","), a.scheme(), o.duration)
-	if o.keepalive > 0 {
+	switch {
+	case o.keepalive > 0:
 		return runKeepalives(a, targets, nodes, o, slices.Max(counts))
+	case o.hold > 0:
+		return runHold(a, targets, nodes, leader, spawned, o.hold, slices.Max(counts))
 	}
 	fmt.Printf("%8s %12s %12s %10s %10s %10s %8s\n", "clients", "pairs", "pairs/s", "p50", "p99", "max", "errors")
 	for _, n := range counts {
@@ -118,6 +126,42 @@ func run() error {
 		fmt.Printf("%8d %12d %12.0f %10v %10v %10v %8d\n", n, r.pairs, r.rate(),
 			r.quantile(0.50), r.quantile(0.99), r.quantile(1), r.errors)
 	}
+	return nil
+}
+
+// runHold runs and prints the --hold workload; with a spawned cluster it
+// restarts a follower once it holds a snapshot of the locks.
+func runHold(a api, targets, nodes []string, leader string, c *localCluster, n, conns int) error {
+	r, err := hold(a, targets, nodes, n, conns)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d locks held (%d refused) in %v: %.0f locks/s\n", r.locks, r.errors, r.took.Round(time.Millisecond), float64(r.locks)/r.took.Seconds())
+	for _, node := range nodes {
+		fmt.Printf("  %s: resident %.0f MB, Go heap in use %.0f MB\n", node, r.memory[node].rss/1e6, r.memory[node].heap/1e6)
+	}
+	if c == nil {
+		return nil
+	}
+	hc := a.client(2, 10*time.Second)
+	index, err := appliedIndex(hc, a, leader)
+	if err != nil {
+		return err
+	}
+	follower := slices.IndexFunc(nodes, func(s string) bool { return s != leader })
+	start := time.Now()
+	if err := c.snapshotAt(follower, index); err != nil {
+		return err
+	}
+	fmt.Printf("  %s holds a snapshot at index %d or later (waited %v)\n", nodes[follower], index, time.Since(start).Round(time.Millisecond))
+	took, err := c.restart(follower, func() bool {
+		applied, err := appliedIndex(hc, a, nodes[follower])
+		return err == nil && applied >= index
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %s restarted and applied index %d in %v\n", nodes[follower], index, took.Round(time.Millisecond))
 	return nil
 }
 

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,23 +123,11 @@ func cmpOr(a, b error) error {
 func cpuSeconds(hc *http.Client, a api, nodes []string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, node := range nodes {
-		resp, err := hc.Get(a.url(node) + "/metrics")
+		m, err := metrics(hc, a, node, "process_cpu_seconds_total")
 		if err != nil {
 			return nil, err
 		}
-		found := false
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
-				out[node], err = strconv.ParseFloat(strings.TrimSpace(v), 64)
-				found = err == nil
-			}
-		}
-		resp.Body.Close()
-		if !found {
-			return nil, fmt.Errorf("%s/metrics: no process_cpu_seconds_total (%s)", node, resp.Status)
-		}
+		out[node] = m["process_cpu_seconds_total"]
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,14 +21,17 @@ import (
 // localCluster is a cluster of lockd processes on loopback.
 type localCluster struct {
 	dir   string
+	bin   string
 	procs []*exec.Cmd
+	args  [][]string  // each node's command line
 	addrs []string    // HTTP
 	tls   *tls.Config // the clients' TLS config; nil: plain HTTP
 }
 
 // startCluster starts n lockd processes with --bootstrap-expect n, with
 // TLS and a gossip key if withTLS.
-func startCluster(bin string, n int, withTLS bool) (*localCluster, error) {
+// extra flags go to every node.
+func startCluster(bin string, n int, withTLS bool, extra []string) (*localCluster, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("lockd binary: %w (build it with `make build`)", err)
 	}
@@ -35,7 +39,7 @@ func startCluster(bin string, n int, withTLS bool) (*localCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &localCluster{dir: dir}
+	c := &localCluster{dir: dir, bin: bin}
 	ports, err := freePorts(3 * n)
 	if err != nil {
 		c.stop()
@@ -61,7 +65,8 @@ func startCluster(bin string, n int, withTLS bool) (*localCluster, error) {
 			"--gossip-addr", gossip[i], "--bootstrap-expect", fmt.Sprint(n),
 			"--join", strings.Join(gossip, ","),
 		}, tlsArgs[i]...)
-		if err := c.start(bin, id, args); err != nil {
+		args = append(args, extra...)
+		if err := c.start(id, args); err != nil {
 			c.stop()
 			return nil, err
 		}
@@ -74,19 +79,70 @@ func startCluster(bin string, n int, withTLS bool) (*localCluster, error) {
 func nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
 
 // start starts lockd node id with args, logging to dir/id.log.
-func (c *localCluster) start(bin, id string, args []string) error {
-	cmd := exec.Command(bin, args...)
-	log, err := os.Create(filepath.Join(c.dir, id+".log"))
+func (c *localCluster) start(id string, args []string) error {
+	cmd, err := c.exec(id, args)
 	if err != nil {
 		return err
+	}
+	c.procs = append(c.procs, cmd)
+	c.args = append(c.args, args)
+	return nil
+}
+
+// exec starts one lockd process, appending to its log.
+func (c *localCluster) exec(id string, args []string) (*exec.Cmd, error) {
+	cmd := exec.Command(c.bin, args...)
+	log, err := os.OpenFile(filepath.Join(c.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	defer log.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", id, err)
+		return nil, fmt.Errorf("start %s: %w", id, err)
 	}
-	c.procs = append(c.procs, cmd)
-	return nil
+	return cmd, nil
+}
+
+// restart stops node i (SIGTERM, as an operator would), starts it again
+// on its data dir, and returns how long it took from the start until
+// applied reports that it caught up.
+func (c *localCluster) restart(i int, caughtUp func() bool) (time.Duration, error) {
+	_ = c.procs[i].Process.Signal(syscall.SIGTERM)
+	_ = c.procs[i].Wait()
+	start := time.Now()
+	cmd, err := c.exec(nodeID(i), c.args[i])
+	if err != nil {
+		return 0, err
+	}
+	c.procs[i] = cmd
+	for !caughtUp() {
+		if time.Since(start) > 5*time.Minute {
+			return 0, fmt.Errorf("%s did not catch up within 5 minutes after its restart", nodeID(i))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start), nil
+}
+
+// snapshotAt waits up to a few minutes for node i to hold a raft
+// snapshot at index or later (the snapshot directories are named
+// term-index-milliseconds).
+func (c *localCluster) snapshotAt(i int, index uint64) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir(filepath.Join(c.dir, nodeID(i), "snapshots"))
+		for _, e := range entries {
+			parts := strings.Split(e.Name(), "-")
+			if len(parts) == 3 && !strings.HasSuffix(e.Name(), ".tmp") {
+				if at, err := strconv.ParseUint(parts[1], 10, 64); err == nil && at >= index {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s took no snapshot at index %d or later in 3 minutes (spawn with --lockd-flags \"--snapshot-threshold 1024 --snapshot-interval 5s\")", nodeID(i), index)
 }
 
 // makeTLS writes to dir a new CA (ca.pem), a node certificate for each of
