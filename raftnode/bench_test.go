@@ -60,3 +60,26 @@ func createSessionB(b *testing.B, n *Node) lockstate.SessionID {
 	}
 	return res.Session
 }
+
+// BenchmarkCommit measures one commit, proposals made one after another
+// on the leader: with one node it is the leader's disk (the log write and
+// its fsyncs), with three also the round trip to a follower and its disk.
+// Each log store (bolt, the default, and raft-wal) on its own.
+func BenchmarkCommit(b *testing.B) {
+	for _, store := range []string{LogBolt, LogWAL} {
+		for _, nodes := range []int{1, 3} {
+			b.Run(fmt.Sprintf("%s/nodes=%d", store, nodes), func(b *testing.B) {
+				c := newTestCluster(b, nodes, func(cfg *Config) { cfg.Timing, cfg.LogStore = 1, store })
+				n := c.leader().get()
+				s := createSessionB(b, n)
+				b.ResetTimer()
+				for i := range b.N {
+					cmd := &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: fmt.Sprintf("bench/%d", i), Mode: lockstate.Write}}}
+					if res, _, err := n.Propose(context.Background(), cmd); err != nil || res.Err != nil {
+						b.Fatalf("propose: %v %v", err, res)
+					}
+				}
+			})
+		}
+	}
+}
