@@ -31,6 +31,9 @@ type Awaiter func(ctx context.Context, id string, session lockstate.SessionID, w
 // table sees every commit at once, so wait there.
 var ErrLeaderHere = errors.New("raftnode: this node is the leader")
 
+// errAwaitsBusy: awaitConns waits on the leader are in flight already.
+var errAwaitsBusy = errors.New("raftnode: waits on the leader are all taken")
+
 type awaitRequest struct {
 	ID      string              `msgpack:"id"`
 	Session lockstate.SessionID `msgpack:"session"`
@@ -46,9 +49,17 @@ func (n *Node) SetAwaiter(a Awaiter) { n.awaiter.Store(&a) }
 // not hold it). Each call to the leader lasts a fraction of an election
 // timeout, so a leader that fails is noticed and the next one asked. Any
 // failure ends the wait with an error: the caller still has its own table.
+// So does a node that has awaitConns waits on the leader already: the
+// rest wait only in their own table.
 func (n *Node) AwaitOnLeader(ctx context.Context, id string, session lockstate.SessionID, wait time.Duration) (info lockstate.RequestInfo, final bool, err error) {
 	// The same bound as forward gives one read (2 heartbeats + election),
 	// halved so that the leader answers before the caller gives up.
+	select {
+	case n.awaitSlots <- struct{}{}:
+		defer func() { <-n.awaitSlots }()
+	default:
+		return info, false, errAwaitsBusy
+	}
 	step := (2*n.timing.heartbeat + n.timing.election) / 2
 	end := time.Now().Add(wait)
 	for {

@@ -109,4 +109,10 @@ func TestAwaitOnLeaderWithoutAnAnswer(t *testing.T) {
 	if _, final, _ := follower.AwaitOnLeader(ctx, "r-wait", holder, time.Second); final {
 		t.Fatal("another session's request was answered")
 	}
+	for range awaitConns { // every wait on the leader taken: the next one waits only locally
+		follower.awaitSlots <- struct{}{}
+	}
+	if _, _, err := follower.AwaitOnLeader(ctx, "r-wait", waiter, time.Second); !errors.Is(err, errAwaitsBusy) {
+		t.Fatalf("with every wait on the leader taken: err %v, want errAwaitsBusy", err)
+	}
 }

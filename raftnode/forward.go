@@ -36,6 +36,12 @@ const (
 	maxRequestBody = MaxEntryBytes + 1024
 	// forwardTimeout bounds a forwarded call whose context has no deadline.
 	forwardTimeout = 30 * time.Second
+	// forwardConns bounds a node's connections to one peer for forwarded
+	// calls, awaitConns those for waits on the leader (await.go): both
+	// together stay under the leader's maxPendingPerHost, so that a burst
+	// through one node is queued here rather than refused there.
+	forwardConns = 24
+	awaitConns   = 16
 )
 
 // Reply codes of the internal protocol.
@@ -167,7 +173,11 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		}
 		return fmt.Errorf("%w: forward to %s: %w", errRetry, addr, err)
 	}
-	resp, err := n.client.Do(req)
+	hc := n.client
+	if path == pathAwait {
+		hc = n.awaits
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, failed(err)
 	}

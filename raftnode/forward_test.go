@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,5 +74,34 @@ func TestAnswerCutOffAfterOK(t *testing.T) {
 	_, err = n.forward(context.Background(), addr, pathReadIndex, nil, false)
 	if !retryable(err) {
 		t.Fatalf("read-index answered 200 and cut off: %v, want a retryable error", err)
+	}
+}
+
+// TestForwardBurst: a burst of proposals through one follower, far more
+// at once than the leader admits connections in their handshake from one
+// host (maxPendingPerHost), all commit: the follower queues them on the
+// connections it may open instead of dialling one per proposal and having
+// the extra ones closed, which it could only report as unknown outcomes.
+func TestForwardBurst(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	f := c.followers(c.readyLeader())[0].get()
+	const burst = 4 * maxPendingPerHost
+	start := make(chan struct{})
+	errs := make(chan error, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			<-start
+			_, _, err := f.Propose(context.Background(), &lockstate.CreateSession{TTL: time.Minute})
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a proposal in the burst failed: %v", err)
+		}
 	}
 }

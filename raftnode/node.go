@@ -120,6 +120,11 @@ type Node struct {
 	observer     *raft.Observer
 
 	client *http.Client // forwarding to the leader; shared, keep-alive
+	// awaits is AwaitOnLeader's own client, so that waits held open on the
+	// leader never take the connections proposals need; awaitSlots
+	// bounds them (await.go).
+	awaits     *http.Client
+	awaitSlots chan struct{}
 
 	digests    digestState
 	formatGate atomic.Pointer[func() int] // SetLogFormat
@@ -163,7 +168,8 @@ func Open(cfg Config) (*Node, error) {
 		n.now = time.Now
 	}
 	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
-	n.client = n.newForwardClient()
+	n.client = n.newForwardClient(forwardConns)
+	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
 
 	if err := n.openStores(); err != nil {
 		n.closeStores()
@@ -331,6 +337,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	n.changes.Notify()
 	n.wg.Wait()
 	n.client.CloseIdleConnections()
+	n.awaits.CloseIdleConnections()
 	return errors.Join(errs...)
 }
 

@@ -200,7 +200,7 @@ func TestInternalRPCAnswersOnlyMembers(t *testing.T) {
 
 	outsider := &Node{cfg: Config{ID: "n9"}, timing: l.get().timing}
 	outsider.port = &nodePort{clientTLS: pki.store("n9").PeerClient()}
-	outsider.client = outsider.newForwardClient()
+	outsider.client = outsider.newForwardClient(forwardConns)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := outsider.forwardRemove(ctx, l.raftAddr, victim.id); err == nil {

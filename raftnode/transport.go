@@ -274,18 +274,22 @@ func (n *Node) openTransport() error {
 	return nil
 }
 
-// newForwardClient returns the one client a node forwards with: keep-alive
-// connections over the node port, enough of them per peer for many
-// concurrent proposals. The URL's host is the peer's raft address; TLS,
+// newForwardClient returns a client a node forwards with: up to conns
+// keep-alive connections per peer over the node port. The URL's host is the peer's raft address; TLS,
 // when on, is the port's, below HTTP.
-func (n *Node) newForwardClient() *http.Client {
+func (n *Node) newForwardClient(conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy: nil, // internal traffic never goes through a proxy
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			return n.port.dial(ctx, addr, protoInternal)
 		},
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
+		// A burst of calls waits for one of conns connections instead of
+		// dialling one each: the leader closes connections over
+		// maxPendingPerHost in their handshake from one host, and a call
+		// whose connection is closed after it was written has an unknown
+		// outcome (TestForwardBurst).
+		MaxConnsPerHost:     conns,
+		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     90 * time.Second,
 	}}
 }
