@@ -37,10 +37,14 @@ const (
 	// forwardTimeout bounds a forwarded call whose context has no deadline.
 	forwardTimeout = 30 * time.Second
 	// forwardConns bounds a node's connections to one peer for forwarded
-	// calls, awaitConns those for waits on the leader (await.go): both
-	// together stay under the leader's maxPendingPerHost, so that a burst
-	// through one node is queued here rather than refused there.
+	// proposals, controlConns those for its other calls (keepalives,
+	// read-index, removals, digests: a stalled commit holding every
+	// proposal connection must not starve keepalives), awaitConns those
+	// for waits on the leader (await.go). Together they stay under the
+	// leader's maxPendingPerHost, so that a burst through one node is
+	// queued here rather than refused there.
 	forwardConns = 24
+	controlConns = 8
 	awaitConns   = 16
 )
 
@@ -173,11 +177,7 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		}
 		return fmt.Errorf("%w: forward to %s: %w", errRetry, addr, err)
 	}
-	hc := n.client
-	if path == pathAwait {
-		hc = n.awaits
-	}
-	resp, err := hc.Do(req)
+	resp, err := n.clientFor(path).Do(req)
 	if err != nil {
 		return nil, failed(err)
 	}
@@ -200,6 +200,22 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 		return nil, err
 	}
 	return rep, nil
+}
+
+// clientFor returns the client (the pool of connections) for calls to
+// path; a Node built without the others (tests) uses client for all.
+func (n *Node) clientFor(path string) *http.Client {
+	hc := n.control
+	switch path {
+	case pathPropose:
+		hc = n.client
+	case pathAwait:
+		hc = n.awaits
+	}
+	if hc == nil {
+		return n.client
+	}
+	return hc
 }
 
 // err is the failure a reply's code reports, or nil.

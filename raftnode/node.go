@@ -119,7 +119,8 @@ type Node struct {
 	observations chan raft.Observation // leader changes, for watchLeader
 	observer     *raft.Observer
 
-	client *http.Client // forwarding to the leader; shared, keep-alive
+	client  *http.Client // forwarded proposals; shared, keep-alive
+	control *http.Client // the other calls to peers (clientFor)
 	// awaits is AwaitOnLeader's own client, so that waits held open on the
 	// leader never take the connections proposals need; awaitSlots
 	// bounds them (await.go).
@@ -168,7 +169,7 @@ func Open(cfg Config) (*Node, error) {
 		n.now = time.Now
 	}
 	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
-	n.client = n.newForwardClient(forwardConns)
+	n.client, n.control = n.newForwardClient(forwardConns), n.newForwardClient(controlConns)
 	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
 
 	if err := n.openStores(); err != nil {
@@ -336,8 +337,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	close(n.shutdownCh)
 	n.changes.Notify()
 	n.wg.Wait()
-	n.client.CloseIdleConnections()
-	n.awaits.CloseIdleConnections()
+	for _, hc := range []*http.Client{n.client, n.control, n.awaits} {
+		hc.CloseIdleConnections()
+	}
 	return errors.Join(errs...)
 }
 

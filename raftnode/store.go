@@ -141,6 +141,9 @@ func (n *Node) storeError(err error) error {
 func (n *Node) openLogStore(bolt *raftboltdb.BoltStore) (raft.LogStore, error) {
 	dir := filepath.Join(n.cfg.DataDir, walDir)
 	_, err := os.Stat(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("wal dir: %w", err)
+	}
 	walUsed := err == nil
 	switch n.cfg.LogStore {
 	case "", LogBolt:
@@ -160,6 +163,10 @@ func (n *Node) openLogStore(bolt *raftboltdb.BoltStore) (raft.LogStore, error) {
 		n.walMeta = &metadb.BoltMetaDB{}
 		w, err := raftwal.Open(dir, raftwal.WithMetaStore(n.walMeta), raftwal.WithLogger(n.logger.Named("wal")))
 		if err != nil {
+			if !walUsed { // made just now: leave the data dir as it was, for either store
+				err = errors.Join(err, n.walMeta.Close(), os.RemoveAll(dir))
+				n.walMeta = nil
+			}
 			return nil, fmt.Errorf("open raft-wal in %s: %w", dir, err)
 		}
 		n.wal = w

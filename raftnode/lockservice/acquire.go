@@ -57,10 +57,12 @@ func (s *Service) follow(ctx context.Context, info *lockstate.RequestInfo, index
 	localCtx, leaderAnswer := s.askLeader(waitCtx, info, time.Until(until))
 	st, end := s.followLocal(localCtx, info, index, until)
 	if got := leaderAnswer(); got != nil {
-		return s.final(ctx, got, index, false)
+		// The leader may be ahead of this node: explaining a refusal reads
+		// the local table as of the entry that ended the request.
+		return s.final(ctx, got, max(index, got.Ended), false)
 	}
 	switch {
-	case waitCtx.Err() != nil, end == waitAborted:
+	case end == waitAborted:
 		return nil, stillPending(info.ID, errStoppedWaiting)
 	case end == waitTimedOut:
 		return s.cancelPending(ctx, info)

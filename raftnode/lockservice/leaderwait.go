@@ -15,15 +15,26 @@ import (
 // waiter on a follower hears of its grant sooner from the leader.
 type leaderWaiter interface {
 	SetAwaiter(raftnode.Awaiter)
-	AwaitOnLeader(ctx context.Context, id string, session lockstate.SessionID, wait time.Duration) (lockstate.RequestInfo, bool, error)
+	AwaitOnLeader(ctx context.Context, req *lockstate.RequestInfo, wait time.Duration) (lockstate.RequestInfo, bool, error)
 }
 
-// answerAwait waits on this node's table for another node's waiter.
-func (s *Service) answerAwait(ctx context.Context, id string, session lockstate.SessionID, wait time.Duration) (lockstate.RequestInfo, bool) {
+// answerAwait waits on this node's table for another node's waiter (a
+// raftnode.Awaiter). It answers only for the request created at index
+// created, once it has applied that entry, and not at all while the
+// service closes: a pending answer then would only be asked again.
+func (s *Service) answerAwait(ctx context.Context, id string, session lockstate.SessionID, created uint64, wait time.Duration) (lockstate.RequestInfo, bool) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	st, _ := s.awaitRequest(ctx, id, session, time.Now().Add(wait))
-	return st.info, st.found && st.info.Session == session
+	until := time.Now().Add(wait)
+	applied, stop := context.WithDeadline(ctx, until)
+	err := s.fsm.WaitApplied(applied, created)
+	stop()
+	if err != nil {
+		return lockstate.RequestInfo{}, false
+	}
+	st, end := s.awaitRequest(ctx, id, session, until)
+	same := st.found && st.info.Session == session && st.info.Created == created
+	return st.info, same && end != waitAborted
 }
 
 // askLeader waits on the leader for a pending request beside the local
@@ -41,7 +52,7 @@ func (s *Service) askLeader(ctx context.Context, info *lockstate.RequestInfo, wa
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		got, final, err := lw.AwaitOnLeader(local, info.ID, info.Session, wait)
+		got, final, err := lw.AwaitOnLeader(local, info, wait)
 		if err == nil && final {
 			answer.Store(&got)
 			stop()
