@@ -108,7 +108,11 @@ func (n *Node) openStores() error {
 	}
 	entries, err := checkLog(logs, n.snaps)
 	if err != nil {
-		return n.storeError(&damagedError{path: path, err: err})
+		logPath := path
+		if n.wal != nil {
+			logPath = filepath.Join(n.cfg.DataDir, walDir)
+		}
+		return n.storeError(&damagedError{path: logPath, err: err})
 	}
 	if pages > 0 {
 		n.logger.Info("checked the raft log store", "path", path, "pages", pages, "entries", entries, "took", time.Since(start))
