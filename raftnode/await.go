@@ -55,14 +55,14 @@ func (n *Node) SetAwaiter(a Awaiter) { n.awaiter.Store(&a) }
 // So does a node that has awaitConns waits on the leader already: the
 // rest wait only in their own table.
 func (n *Node) AwaitOnLeader(ctx context.Context, req *lockstate.RequestInfo, wait time.Duration) (info lockstate.RequestInfo, final bool, err error) {
-	// The same bound as forward gives one read (2 heartbeats + election),
-	// halved so that the leader answers before the caller gives up.
 	select {
 	case n.awaitSlots <- struct{}{}:
 		defer func() { <-n.awaitSlots }()
 	default:
 		return info, false, errAwaitsBusy
 	}
+	// The same bound as forward gives one read (2 heartbeats + election),
+	// halved so that the leader answers before the caller gives up.
 	step := (2*n.timing.heartbeat + n.timing.election) / 2
 	end := time.Now().Add(wait)
 	for {
