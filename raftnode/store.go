@@ -156,8 +156,12 @@ func (n *Node) openLogStore(bolt *raftboltdb.BoltStore) (raft.LogStore, error) {
 		}
 		return bolt, nil
 	case LogWAL:
-		if last, err := bolt.LastIndex(); err != nil || (last > 0 && !walUsed) {
-			return nil, errors.Join(err, fmt.Errorf("the raft log of %s is in %s (bolt): start it with --raft-log %s", n.cfg.DataDir, boltFile, LogBolt))
+		last, err := bolt.LastIndex()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("read %s: %w", boltFile, err)
+		case last > 0 && !walUsed:
+			return nil, fmt.Errorf("the raft log of %s is in %s (bolt): start it with --raft-log %s", n.cfg.DataDir, boltFile, LogBolt)
 		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("wal dir: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -92,7 +93,7 @@ func metrics(hc *http.Client, a api, node string, names ...string) (map[string]f
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !contains(names, name) {
+		if !ok || !slices.Contains(names, name) {
 			continue
 		}
 		if out[name], err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
@@ -105,15 +106,6 @@ func metrics(hc *http.Client, a api, node string, names ...string) (map[string]f
 		}
 	}
 	return out, sc.Err()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // appliedIndex reads a node's applied index from /v1/status.

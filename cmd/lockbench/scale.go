@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"sync"
@@ -103,20 +104,13 @@ func parallel(n, width int, fn func(i int) error) error {
 			defer func() { <-slots; wg.Done() }()
 			if err := fn(i); err != nil {
 				mu.Lock()
-				first = cmpOr(first, err)
+				first = cmp.Or(first, err)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	return first
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // cpuSeconds reads process_cpu_seconds_total from each node's /metrics.
