@@ -106,7 +106,7 @@ func (c *localCluster) exec(id string, args []string) (*exec.Cmd, error) {
 
 // restart stops node i (SIGTERM, as an operator would), starts it again
 // on its data dir, and returns how long it took from the start until
-// applied reports that it caught up.
+// caughtUp reports that it caught up.
 func (c *localCluster) restart(i int, caughtUp func() bool) (time.Duration, error) {
 	_ = c.procs[i].Process.Signal(syscall.SIGTERM)
 	_ = c.procs[i].Wait()
