@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/api/client"
@@ -46,5 +47,29 @@ func TestOperatorEndpointsNeedAClientCertificate(t *testing.T) {
 	}
 	if got := post("POST", "/v1/agent/leave", files.Cert, files.Key); got != http.StatusAccepted {
 		t.Fatalf("leave with a client certificate: %d, want 202", got)
+	}
+}
+
+// The clock hook (lockd --test-clock-hook) exists only when it is
+// configured; it sets the offset it is given and refuses anything else
+// without changing it.
+func TestClockHook(t *testing.T) {
+	off := singleNode(t, nodeOptions{})
+	off.mustErr(http.StatusNotFound, "not_found", "PUT", "/v1/debug/clock", map[string]string{"offset": "1h"})
+
+	var offset atomic.Int64
+	n := singleNode(t, nodeOptions{api: func(cfg *api.Config) { cfg.ClockOffset = &offset }})
+	n.must(http.StatusOK, "PUT", "/v1/debug/clock", map[string]string{"offset": "-90s"}, nil)
+	if got := time.Duration(offset.Load()); got != -90*time.Second {
+		t.Fatalf("offset %v after PUT -90s", got)
+	}
+	for _, body := range []any{map[string]string{"offset": "soon"}, map[string]any{"offset": 5},
+		map[string]string{"offset": "1s", "wall": "2026-01-01T00:00:00Z"}, map[string]string{"skew": "1s"}} {
+		n.mustErr(http.StatusBadRequest, "invalid_request", "PUT", "/v1/debug/clock", body)
+	}
+	var got struct{ Offset string }
+	n.must(http.StatusOK, "GET", "/v1/debug/clock", nil, &got)
+	if got.Offset != "-1m30s" {
+		t.Fatalf("GET after refused PUTs: offset %q, want -1m30s", got.Offset)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -86,6 +87,10 @@ type Config struct {
 	// AllowedOrigins are the browser origins given CORS access; none
 	// means no CORS headers at all.
 	AllowedOrigins []string
+	// ClockOffset, if set, turns on the clock hook (GET/PUT
+	// /v1/debug/clock): TESTING ONLY. It holds the node's wall-clock
+	// offset in nanoseconds (raftnode.Config.ClockOffset reads it).
+	ClockOffset *atomic.Int64
 }
 
 // Server is the HTTP API of one node. It is an http.Handler.
@@ -173,6 +178,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/revoke", s.revoke)
 	mux.HandleFunc("POST /v1/agent/leave", s.operator(s.leave))
 	mux.HandleFunc("DELETE /v1/members/{id}", s.operator(s.removeMember))
+	s.clockRoutes(mux)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))

@@ -17,10 +17,9 @@ import (
 // deadline.
 
 const (
-	// maxDeadlineSleep caps a sleep towards a deadline on the node's
-	// clock (a session's or the table's), so a clock that jumps or is
-	// moved (a wall clock for table deadlines, a test's Config.Now) is
-	// noticed within it.
+	// maxDeadlineSleep caps a sleep towards a deadline (a session's on
+	// the node's clock, or the table's in table time), so a clock that a
+	// test moves (Config.Now) is noticed within it.
 	maxDeadlineSleep = time.Second
 	// maxDutyBackoff caps the wait between retries of a failed expiry or
 	// tick proposal.
@@ -182,7 +181,7 @@ func (p *tickProposer) check() {
 		p.wake.Stop()
 		return
 	}
-	if d := time.Duration(at - p.n.now().UnixNano()); d > 0 {
+	if d := time.Duration(at - p.n.clock.read(p.n.raft.CurrentTerm())); d > 0 {
 		p.wake.Reset(min(d, maxDeadlineSleep))
 		return
 	}

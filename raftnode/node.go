@@ -64,9 +64,18 @@ type Config struct {
 	Timing float64
 	// Now is the node's clock: the leader stamps commands with it and
 	// keeps session and table deadlines by it. nil means time.Now, whose
-	// monotonic reading keeps session deadlines safe from wall-clock
-	// jumps. Tests may move it.
+	// monotonic reading keeps session deadlines and table time safe from
+	// wall-clock jumps (clock.go). Tests may move it.
 	Now func() time.Time
+	// ClockOffset, if set, is added to every reading of this node's wall
+	// clock, and to nothing measured as a duration: a test hook standing
+	// for a wall clock that steps (the jepsen clock nemesis), as a real
+	// step leaves the monotonic clock alone.
+	ClockOffset func() time.Duration
+	// UnsafeWallClock stamps commands with the wall clock as this node
+	// reads it, as lockd did before clock.go: TESTING ONLY, the clock
+	// nemesis's negative control (--unsafe wall-clock).
+	UnsafeWallClock bool
 	// LogStore is where raft's log lives: LogBolt ("" too) or LogWAL.
 	LogStore string
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
@@ -102,6 +111,7 @@ type Node struct {
 	// now is the node's one clock (Config.Now): every reading of the time
 	// goes through it.
 	now    func() time.Time
+	clock  *tableClock // table time while this node leads
 	timing timing
 
 	fsm      *fsm.FSM
@@ -168,6 +178,7 @@ func Open(cfg Config) (*Node, error) {
 	if n.now == nil {
 		n.now = time.Now
 	}
+	n.clock = newTableClock(cfg, n.now)
 	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
 	n.client, n.control = n.newForwardClient(forwardConns), n.newForwardClient(controlConns)
 	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
@@ -176,7 +187,7 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(n.raftConfig(), n.fsm, n.logs, n.bolt, n.snaps, n.trans)
+	r, err := raft.NewRaft(n.raftConfig(), clockedFSM{n.fsm, n.clock}, n.logs, n.bolt, n.snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)

@@ -102,7 +102,7 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 	if err := n.stamp(cmd, format); err != nil {
 		return nil, 0, err
 	}
-	data, err := fsm.EncodeFormat(format, n.now().UnixNano(), cmd)
+	data, err := fsm.EncodeFormat(format, n.clock.read(n.raft.CurrentTerm()), cmd)
 	if errors.Is(err, fsm.ErrFormatTooOld) {
 		// Nothing was appended: wait for the gate (a voter's upgrade, or
 		// the leader learning its voters' builds) like for a leader.

@@ -33,6 +33,8 @@ type config struct {
 	SnapshotInterval                           time.Duration
 	RaftLog                                    string // raftnode.LogBolt or raftnode.LogWAL
 	Unsafe                                     string
+	// ClockHook turns on PUT /v1/debug/clock (--test-clock-hook).
+	ClockHook bool
 
 	// TLSCA, TLSCert and TLSKey are PEM files, all three or none.
 	TLSCA, TLSCert, TLSKey string
@@ -54,11 +56,21 @@ type config struct {
 	Origins []string
 }
 
-// unsafeNoConsensus is the only --unsafe mode: every node bootstraps a
-// one-voter cluster of its own and skips gossip, so each grants locks from
-// its own table. It exists so that the Jepsen suite can prove its
-// checkers catch a lock service without consensus (a negative control).
-const unsafeNoConsensus = "no-consensus"
+// The --unsafe modes exist so that the Jepsen suite can prove its
+// checkers catch a lock service that breaks a promise (negative
+// controls). unsafeNoConsensus: every node bootstraps a one-voter
+// cluster of its own and skips gossip, so each grants locks from its own
+// table. unsafeWallClock: the leader stamps commands with its wall clock
+// as read (raftnode.Config.UnsafeWallClock), so a clock step on it moves
+// every hold TTL; it turns the clock hook on.
+const (
+	unsafeNoConsensus = "no-consensus"
+	unsafeWallClock   = "wall-clock"
+)
+
+// envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
+// compose file passes it to every node).
+const envClockHook = "LOCKD_TEST_CLOCK_HOOK"
 
 // envACL set to 1 turns --acl on, so that a compose file can keep ACLs on
 // by default while a test harness switches them off for a whole cluster.
@@ -112,7 +124,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
-		"TESTING ONLY, breaks every guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own (default $"+envUnsafe+")")
+		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
+			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves (default $"+envUnsafe+")")
+	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
+		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -161,8 +176,8 @@ func (c *config) check() error {
 		return errors.New("--max-wait must be positive")
 	case c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
-	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus:
-		return fmt.Errorf("--unsafe %q: the only mode is %q", c.Unsafe, unsafeNoConsensus)
+	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus && c.Unsafe != unsafeWallClock:
+		return fmt.Errorf("--unsafe %q: the modes are %q and %q", c.Unsafe, unsafeNoConsensus, unsafeWallClock)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:

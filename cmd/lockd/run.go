@@ -41,6 +41,10 @@ type agent struct {
 	http *http.Server
 	tls  *certs.Store // nil without --tls-*
 
+	// clockOffset is the clock hook's wall-clock offset (ns); nil when
+	// the hook is off.
+	clockOffset *atomic.Int64
+
 	dir cluster.Directory               // raftnode asks for peers before gossip runs
 	cl  atomic.Pointer[cluster.Cluster] // set once gossip runs
 
@@ -144,7 +148,15 @@ func (a *agent) openRaft() error {
 	cfg := raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
-		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog}
+		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, UnsafeWallClock: a.cfg.Unsafe == unsafeWallClock}
+	if a.cfg.ClockHook || cfg.UnsafeWallClock {
+		a.clockOffset = new(atomic.Int64)
+		cfg.ClockOffset = func() time.Duration { return time.Duration(a.clockOffset.Load()) }
+		a.log.Warn("TEST HOOK: operators may offset this node's wall clock (PUT /v1/debug/clock)")
+	}
+	if cfg.UnsafeWallClock {
+		a.log.Error("UNSAFE: --unsafe " + unsafeWallClock + ": commands are stamped with the leader's wall clock; a clock step moves every hold TTL")
+	}
 	if a.tls != nil {
 		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()
 	}
@@ -159,7 +171,8 @@ func (a *agent) openRaft() error {
 func (a *agent) serveHTTP() error {
 	apiCfg := api.Config{Node: a.node, HTTPAddr: a.cfg.HTTPAdvertise, PeerHTTP: a.peerHTTP, Logger: a.log,
 		MaxWait: a.cfg.MaxWait, OperatorCert: a.tls != nil, ACL: a.cfg.ACL, AllowedOrigins: a.cfg.Origins,
-		MaxWaits: a.cfg.MaxWaits, MaxStreams: a.cfg.MaxStreams, MaxStreamDuration: a.cfg.MaxStreamDuration}
+		MaxWaits: a.cfg.MaxWaits, MaxStreams: a.cfg.MaxStreams, MaxStreamDuration: a.cfg.MaxStreamDuration,
+		ClockOffset: a.clockOffset}
 	if !a.cfg.Dev {
 		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
 		apiCfg.Leave = a.leave

@@ -1,0 +1,140 @@
+package raftnode
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// fakeClocks is a node's monotonic clock and a wall clock that steps on
+// its own, as settimeofday steps CLOCK_REALTIME and not CLOCK_MONOTONIC.
+type fakeClocks struct {
+	mono time.Duration // since start
+	step time.Duration // the wall clock's steps so far
+}
+
+var clockStart = time.Unix(1_700_000_000, 0)
+
+func (f *fakeClocks) clock(unsafeWall bool) *tableClock {
+	return &tableClock{
+		now:        func() time.Time { return clockStart.Add(f.mono) },
+		wall:       func() int64 { return clockStart.Add(f.mono + f.step).UnixNano() },
+		unsafeWall: unsafeWall,
+	}
+}
+
+// Table time counts by the monotonic clock from what the node applied;
+// wall-clock steps move it only under --unsafe wall-clock (and for the
+// very first instant of an empty table).
+func TestTableClock(t *testing.T) {
+	const s = time.Second
+	at := func(d time.Duration) int64 { return clockStart.Add(d).UnixNano() }
+	tests := []struct {
+		name       string
+		unsafeWall bool
+		// the node applies table time seen (0: nothing) at mono
+		// appliedAt, the wall clock steps by step, and the node reads
+		// in term 1 at mono readAt
+		seen              int64
+		appliedAt, readAt time.Duration
+		step              time.Duration
+		want              int64
+	}{
+		{"empty table: the wall clock", false, 0, 0, 5 * s, 0, at(5 * s)},
+		{"counts on from what it applied", false, at(-10 * s), 2 * s, 5 * s, 0, at(-7 * s)},
+		{"a step forward changes nothing", false, at(-10 * s), 2 * s, 5 * s, time.Hour, at(-7 * s)},
+		{"a step back changes nothing", false, at(-10 * s), 2 * s, 5 * s, -time.Hour, at(-7 * s)},
+		{"unsafe: the wall clock as read", true, at(-10 * s), 2 * s, 5 * s, time.Hour, at(5*s + time.Hour)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeClocks{}
+			c := f.clock(tt.unsafeWall)
+			f.mono = tt.appliedAt
+			if tt.seen != 0 {
+				c.applied(tt.seen)
+			}
+			f.mono, f.step = tt.readAt, tt.step
+			if got := c.read(1); got != tt.want {
+				t.Errorf("read = %v, want %v", time.Duration(got-tt.want), time.Duration(0))
+			}
+		})
+	}
+}
+
+// In office, table time runs with the monotonic clock and ignores both
+// steps and what the node applies (its own entries); a new term starts
+// again from what it applied.
+func TestTableClockInOffice(t *testing.T) {
+	f := &fakeClocks{}
+	c := f.clock(false)
+	c.applied(clockStart.UnixNano())
+	f.mono = time.Second
+	first := c.read(3)
+	f.mono, f.step = 3*time.Second, -time.Hour
+	c.applied(first) // its own entry, applied a while after it was stamped
+	if got := c.read(3) - first; got != int64(2*time.Second) {
+		t.Fatalf("in office: %v passed, want 2s", time.Duration(got))
+	}
+	// Term 4: out of office and back; it counts from first, applied at 3 s.
+	f.mono = 10 * time.Second
+	if got := c.read(4) - first; got != int64(7*time.Second) {
+		t.Fatalf("next term: %v after the last applied stamp, want 7s", time.Duration(got))
+	}
+}
+
+// A leader's wall clock that steps an hour forward (the clock nemesis)
+// does not move table time: no hold TTL ends early. Under --unsafe
+// wall-clock it does, which is what the jepsen negative control relies
+// on.
+func TestClockStepOnTheLeader(t *testing.T) {
+	for _, unsafeWall := range []bool{false, true} {
+		t.Run(map[bool]string{false: "safe", true: "unsafe wall-clock"}[unsafeWall], func(t *testing.T) {
+			var offset atomic.Int64
+			c := newTestCluster(t, 3, func(cfg *Config) {
+				cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
+				cfg.UnsafeWallClock = unsafeWall
+			})
+			l := c.leader().get()
+			s := createSession(t, l, time.Minute)
+			acquire(t, l, s, "held", "r1", 0, 30*time.Second)
+			offset.Store(int64(time.Hour))
+			createSession(t, l, time.Minute) // a command stamped after the step
+			c.converged()
+			var clock int64
+			l.FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
+			jumped := clock > time.Now().Add(30*time.Minute).UnixNano()
+			if jumped != unsafeWall {
+				t.Fatalf("table time %v after an hour's step on the leader; jumped = %v, want %v",
+					time.Unix(0, clock), jumped, unsafeWall)
+			}
+		})
+	}
+}
+
+// A new leader whose wall clock is an hour ahead of the old one's does
+// not carry table time with it (etcd's leases and Consul's sessions are
+// renewed on a leader change for the same reason).
+func TestNewLeaderAheadOfTheOldOne(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		if cfg.ID != "n1" {
+			cfg.ClockOffset = func() time.Duration { return time.Hour }
+		}
+	})
+	old := c.leader()
+	if old.id != "n1" {
+		t.Skipf("leader is %s, not n1", old.id)
+	}
+	createSession(t, old.get(), time.Minute)
+	c.converged()
+	old.stop()
+	l := c.leader()
+	createSession(t, l.get(), time.Minute)
+	var clock int64
+	l.get().FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
+	if ahead := time.Duration(clock - time.Now().UnixNano()); ahead > time.Minute {
+		t.Fatalf("table time is %v ahead of the test's clock after %s (%v ahead) took over", ahead, l.id, time.Hour)
+	}
+}
