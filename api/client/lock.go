@@ -24,37 +24,37 @@ const cleanupTimeout = 10 * time.Second
 // Lock acquires name exclusively, waiting until it is granted or ctx
 // ends (see the package documentation for what happens then).
 func (s *Session) Lock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, untilCtx)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, untilCtx, 0)
 }
 
 // RLock acquires name shared with other readers.
 func (s *Session) RLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, untilCtx)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, untilCtx, 0)
 }
 
 // TryLock acquires name exclusively only if it is free right now; else it
 // returns an error matching ErrLocked (and ErrTimeout), whose message
 // names the holders.
 func (s *Session) TryLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, 0)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, 0, 0)
 }
 
 // Acquire takes weight permits of the semaphore name of limit permits
 // (every user of the name must agree on limit: else ErrLimitMismatch).
 func (s *Session) Acquire(ctx context.Context, name string, weight, limit int) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, untilCtx)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, untilCtx, 0)
 }
 
 // AcquireMulti acquires several locks atomically: all of them, any one,
 // or a majority, as require says (never a useless subset). The Grant
 // lists what was granted.
 func (s *Session) AcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, untilCtx)
+	return s.acquire(ctx, locks, require, untilCtx, 0)
 }
 
 // TryAcquireMulti is AcquireMulti without waiting.
 func (s *Session) TryAcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, 0)
+	return s.acquire(ctx, locks, require, 0, 0)
 }
 
 // AcquireWithin is AcquireMulti with a wait bounded by the server: the
@@ -63,7 +63,7 @@ func (s *Session) TryAcquireMulti(ctx context.Context, locks []LockSpec, require
 // ended ctx, after which the client has to cancel the request. ctx still
 // bounds the whole call, failover included.
 func (s *Session) AcquireWithin(ctx context.Context, locks []LockSpec, require Require, wait time.Duration) (*Grant, error) {
-	return s.acquire(ctx, locks, require, max(wait, 0))
+	return s.acquire(ctx, locks, require, max(wait, 0), 0)
 }
 
 // untilCtx as an acquire's wait: until ctx ends, renewing requests that
@@ -178,7 +178,18 @@ func (s *Session) noteLost(err error) {
 
 // acquire runs acquires until one is granted, fails for good, or ctx
 // ends. wait is the server-side wait of one request, or untilCtx.
-func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, wait time.Duration) (*Grant, error) {
+// AcquireWithTTL is AcquireWithin for holds that end by themselves: the
+// cluster releases each lock granted ttl after its grant unless this
+// session releases it first (the API's hold_ttl). Grant.Deadline tells
+// until when, by this process's clock, the holds surely last.
+func (s *Session) AcquireWithTTL(ctx context.Context, locks []LockSpec, require Require, wait, ttl time.Duration) (*Grant, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("lockd acquire: hold TTL %v is not positive", ttl)
+	}
+	return s.acquire(ctx, locks, require, max(wait, 0), ttl)
+}
+
+func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, wait, holdTTL time.Duration) (*Grant, error) {
 	what := locks[0].Name
 	if len(locks) > 1 {
 		what = fmt.Sprintf("%s (+%d more)", what, len(locks)-1)
@@ -191,9 +202,17 @@ func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require
 		if renew {
 			wait = waitFor(ctx)
 		}
-		body := acquireBody{Session: s.id, RequestID: newRequestID(), Locks: locks, Require: require, Wait: Duration(wait)}
+		body := acquireBody{Session: s.id, RequestID: newRequestID(), Locks: locks, Require: require, Wait: Duration(wait),
+			HoldTTL: Duration(holdTTL)}
+		// The leader stamps the grant no earlier than now, and table time
+		// never runs faster than real time (docs/architecture.md): the
+		// holds last at least until sent + holdTTL.
+		sent := time.Now()
 		g, err := s.request(ctx, body)
 		if err == nil {
+			if holdTTL > 0 {
+				g.deadline = sent.Add(holdTTL)
+			}
 			s.granted(g)
 			return g, nil
 		}

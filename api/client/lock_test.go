@@ -209,3 +209,44 @@ func TestAcquireWithinTimesOutOnTheServer(t *testing.T) {
 		t.Fatalf("AcquireWithin of a free lock: %+v, %v", g, err)
 	}
 }
+
+// A hold with a TTL ends by itself, never before the grant's Deadline:
+// another session waiting for it is granted after the deadline, and the
+// first session's release then finds nothing held.
+func TestAcquireWithTTL(t *testing.T) {
+	_, c := devFixture(t, nil)
+	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
+	ctx := ctxFor(t, 10*time.Second)
+	if _, err := a.AcquireWithTTL(ctx, []client.LockSpec{{Name: "ttl/x"}}, client.RequireAll, 0, 0); err == nil {
+		t.Fatal("a hold TTL of 0 was accepted")
+	}
+	g, err := a.AcquireWithTTL(ctx, []client.LockSpec{{Name: "ttl/x"}}, client.RequireAll, 0, 700*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline, ok := g.Deadline()
+	if !ok {
+		t.Fatal("a grant with a hold TTL has no deadline")
+	}
+	if _, ok := mustLock(t, b, ctx, "ttl/other").Deadline(); ok {
+		t.Fatal("a grant without a hold TTL has a deadline")
+	}
+	if _, err := b.Lock(ctx, "ttl/x"); err != nil {
+		t.Fatal(err)
+	}
+	if now := time.Now(); now.Before(deadline) {
+		t.Fatalf("granted to another session %v before the first one's deadline", deadline.Sub(now))
+	}
+	if err := a.Unlock(ctx, "ttl/x"); !errors.Is(err, client.ErrNotHeld) {
+		t.Fatalf("release after the hold TTL: %v, want ErrNotHeld", err)
+	}
+}
+
+func mustLock(t *testing.T, s *client.Session, ctx context.Context, name string) *client.Grant {
+	t.Helper()
+	g, err := s.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}

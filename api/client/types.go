@@ -53,9 +53,17 @@ type Grant struct {
 	Token     uint64        // the largest token among Locks
 	Locks     []GrantedLock // what was granted (for "any"/"majority": the subset)
 
+	deadline time.Time // AcquireWithTTL: see Deadline
 	lostOnce sync.Once
 	lost     *lostState // see Lost
 }
+
+// Deadline returns, for a grant of AcquireWithTTL, the instant by this
+// process's clock until which its holds surely last: when the acquire
+// was sent plus the hold TTL (the cluster measures the TTL from a later
+// instant, with a clock that never runs ahead of real time). Work under
+// the grant must end before it. ok is false for holds without a TTL.
+func (g *Grant) Deadline() (deadline time.Time, ok bool) { return g.deadline, !g.deadline.IsZero() }
 
 // Names returns the names of the granted locks.
 func (g *Grant) Names() []string {
@@ -182,6 +190,7 @@ type acquireBody struct {
 	Locks     []LockSpec `json:"locks"`
 	Require   Require    `json:"require,omitempty"`
 	Wait      Duration   `json:"wait"`
+	HoldTTL   Duration   `json:"hold_ttl,omitempty"`
 }
 
 // requestState answers POST /v1/acquire (granted) and GET/DELETE
