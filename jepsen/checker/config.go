@@ -165,12 +165,44 @@ func limits(events []history.Event, cfg Config) map[string]int {
 }
 
 // lostProcesses are the processes whose session expired: a lost event or
-// a release that failed not_held.
+// a release that failed not_held (without hold TTLs).
 func lostProcesses(events []history.Event) map[int]bool {
 	out := map[int]bool{}
+	ttl := map[int]bool{} // processes whose holds have a TTL
 	for _, e := range events {
-		if e.F == history.Lost || e.F == history.Release && e.Type == history.Fail && e.Error == "not_held" {
+		if e.F == history.Acquire && e.HoldTTL > 0 {
+			ttl[e.Process] = true
+		}
+		// A hold with a TTL ends by itself: its release finding nothing
+		// says nothing of the session (the checkers bound its hold by
+		// its deadline instead).
+		if e.F == history.Lost || e.F == history.Release && e.Type == history.Fail && e.Error == "not_held" && !ttl[e.Process] {
 			out[e.Process] = true
+		}
+	}
+	return out
+}
+
+// procToken names a grant: its process and its token.
+type procToken struct {
+	proc  int
+	token uint64
+}
+
+// holdDeadlines returns when each grant made with a hold TTL may have
+// ended by itself at the earliest: its acquire's invoke plus the TTL.
+func holdDeadlines(events []history.Event) map[procToken]time.Duration {
+	out := map[procToken]time.Duration{}
+	invoked := map[int]time.Duration{}
+	for _, e := range events {
+		switch {
+		case e.Process < 0 || e.F != history.Acquire:
+		case e.Type == history.Invoke:
+			invoked[e.Process] = e.Time
+		case e.Type == history.OK && e.HoldTTL > 0:
+			for _, g := range e.Granted {
+				out[procToken{e.Process, g.Token}] = invoked[e.Process] + e.HoldTTL
+			}
 		}
 	}
 	return out

@@ -210,15 +210,22 @@ func staleUsesAccepted(fenced []resourceUse, lims map[string]int, cfg Config, r 
 // resource at once: a user is inside from its res-enter to its next
 // res-exit of the name (no exit: to the end). Users whose session was
 // lost later, with nothing proving it alive after the moment, may have
-// expired already: a surplus made of them is "excused".
+// expired already, and so may users past their hold TTL's deadline: a
+// surplus made of them is "excused".
 func semaphoreOverflows(events []history.Event, sem []resourceUse, lims map[string]int, lost map[int]bool, cfg Config, r *Result) {
 	type user struct {
 		proc int
 		name string
 	}
-	inside := map[user]int{}  // open enters
-	count := map[string]int{} // inside, per name
+	inside := map[user]int{}       // open enters
+	insideTok := map[user]uint64{} // the token of the last enter
+	count := map[string]int{}      // inside, per name
 	alive := lastAlive(events)
+	deadlines := holdDeadlines(events)
+	expired := func(q user, at time.Duration) bool { // its hold TTL may have ended it
+		d, ok := deadlines[procToken{q.proc, insideTok[q]}]
+		return ok && d <= at
+	}
 	for _, u := range sem {
 		k := user{u.proc, u.g.Name}
 		if u.f == history.ResExit {
@@ -230,6 +237,7 @@ func semaphoreOverflows(events []history.Event, sem []resourceUse, lims map[stri
 		}
 		r.Counts["sem-enters"]++
 		inside[k]++
+		insideTok[k] = u.g.Token
 		count[u.g.Name]++
 		lim := lims[u.g.Name]
 		if lim < 1 {
@@ -242,7 +250,7 @@ func semaphoreOverflows(events []history.Event, sem []resourceUse, lims map[stri
 		}
 		excusable := 0
 		for q, c := range inside {
-			if q.name == u.g.Name && c > 0 && lost[q.proc] && alive[q.proc] < u.idx {
+			if q.name == u.g.Name && c > 0 && (lost[q.proc] && alive[q.proc] < u.idx || expired(q, events[u.idx].Time)) {
 				excusable += c
 			}
 		}
@@ -261,16 +269,21 @@ func semaphoreOverflows(events []history.Event, sem []resourceUse, lims map[stri
 // — the only kind that can miss its session's expiry — only up to an
 // acknowledged release, else as long as the session is proven alive (the
 // invoke of its last acknowledged acquire or release or definite
-// failure). Unlike the windows at the resource, this cannot be hidden by
+// failure). A hold with a TTL counts up to its deadline (invoke + TTL)
+// at most. Unlike the windows at the resource, this cannot be hidden by
 // fencing, which refuses the older holder's uses. Processes whose
 // session was lost are left out: their holds may have ended early.
 func concurrentHolds(events []history.Event, lims map[string]int, lost map[int]bool, cfg Config, r *Result) {
 	holds, aliveAt, end := clientHolds(events, lost)
 	paused := pausedProcesses(events)
+	deadlines := holdDeadlines(events)
 	var used []*clientHold
 	for _, h := range holds {
 		if h.to < 0 {
 			h.to = end
+		}
+		if d, ok := deadlines[procToken{h.proc, h.token}]; ok {
+			h.to = min(h.to, d) // a hold TTL may end it from there on
 		}
 		if paused[h.proc] && !(h.release && h.acked) {
 			h.to = min(h.to, aliveAt[h.proc])

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lockd/lockd/jepsen/history"
 )
@@ -155,5 +156,61 @@ func TestSafetyCatchesDoubleGrantUnderFencing(t *testing.T) {
 	r := Safety(h.ev, Config{Workload: "mutex", Fenced: true})
 	if r.OK() {
 		t.Fatalf("two conflicting live holds, both acknowledged and used at the resource, judged safe: %+v", r)
+	}
+}
+
+// lockTTL is a whole exclusive acquire of name with a hold TTL.
+func (h *hb) lockTTL(p int, name string, tok uint64, ttl time.Duration) {
+	h.add(history.Event{Type: history.Invoke, Process: p, F: history.Acquire, Locks: []history.Lock{wl(name)}, HoldTTL: ttl})
+	h.add(history.Event{Type: history.OK, Process: p, F: history.Acquire, Granted: []history.Granted{wg(name, tok)}, Token: tok, HoldTTL: ttl})
+}
+
+// A hold with a TTL counts until its deadline (acquire invoke + TTL): a
+// conflicting grant after it is fine, and the holder's release then
+// finds nothing; a conflicting grant before it is a violation, which
+// the holder's not_held release does not excuse (the clock nemesis's
+// negative control, --unsafe wall-clock, must be caught this way).
+func TestSafetyHoldTTL(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		h := &hb{}
+		h.lockTTL(1, "m", 5, time.Second)
+		h.res(1, history.ResRead, wg("m", 5), 1, 0, "")
+		h.res(1, history.ResWrite, wg("m", 5), 2, 100, "")
+		if !early {
+			h.sleep(2 * time.Second)
+		}
+		h.lockTTL(2, "m", 9, time.Second)
+		h.res(2, history.ResRead, wg("m", 9), 3, 0, "")
+		h.res(2, history.ResWrite, wg("m", 9), 4, 101, "")
+		h.releaseInv(1, "m")
+		h.done(1, history.Release, history.Fail, "not_held")
+		h.release(2, "m")
+		h.lockTTL(1, "m", 12, time.Second) // process 1's session lives on
+		h.release(1, "m")
+		r := Safety(h.ev, Config{Workload: "mutex", Fenced: true})
+		if r.OK() == early {
+			t.Errorf("second grant %s the first one's deadline: verdict %s, %v", map[bool]string{true: "before", false: "after"}[early], r.Verdict, r.Anomalies)
+		}
+	}
+}
+
+// A semaphore user still inside past its hold TTL's deadline may have
+// lost its permit: a surplus made of it is excused, one before it not.
+func TestSafetySemaphoreHoldTTL(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		h := &hb{}
+		for p := 1; p <= 2; p++ {
+			h.add(history.Event{Type: history.Invoke, Process: p, F: history.Acquire, Locks: []history.Lock{sl("s", 2)}, HoldTTL: time.Second})
+			h.add(history.Event{Type: history.OK, Process: p, F: history.Acquire, Granted: []history.Granted{wg("s", uint64(p))}, HoldTTL: time.Second})
+			h.res(p, history.ResEnter, wg("s", uint64(p)), uint64(p), 0, "")
+		}
+		if late {
+			h.sleep(2 * time.Second)
+		}
+		h.res(3, history.ResEnter, wg("s", 3), 3, 0, "")
+		r := Safety(h.ev, Config{Workload: "semaphore", Limit: 2, Fenced: true})
+		if r.OK() != late {
+			t.Errorf("third user %s the others' deadlines: verdict %s, %v", map[bool]string{true: "after", false: "before"}[late], r.Verdict, r.Anomalies)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -60,6 +61,9 @@ type Cluster struct {
 	// clusters side by side (other subnets, so other addresses in the
 	// node certificates) keep theirs apart.
 	CertsDir string
+	// Token is a management token for the operator calls the nemesis
+	// makes (the clock hook); "" for a cluster without ACLs.
+	Token string
 
 	tlsOnce sync.Once
 	tlsConf *tls.Config
@@ -321,6 +325,38 @@ func (c *Cluster) Status(ctx context.Context, node string) (*Status, error) {
 		return nil, fmt.Errorf("%s: /v1/status: %w", node, err)
 	}
 	return &s, nil
+}
+
+// SetClock sets node's wall-clock offset through its clock hook (PUT
+// /v1/debug/clock; the nodes run with LOCKD_TEST_CLOCK_HOOK=1 or
+// LOCKD_UNSAFE=wall-clock), with a 2 s timeout.
+func (c *Cluster) SetClock(ctx context.Context, node string, offset time.Duration) error {
+	conf, err := c.TLS()
+	if err != nil {
+		return fmt.Errorf("%s: clock: %w", node, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	body := strings.NewReader(fmt.Sprintf(`{"offset":%q}`, offset.String()))
+	req, err := http.NewRequestWithContext(ctx, "PUT", "https://"+c.HTTPAddr(node)+"/v1/debug/clock", body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: clock: %w", node, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: clock: HTTP %d: %s", node, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return nil
 }
 
 // Statuses reads every node's status concurrently; a node that does not

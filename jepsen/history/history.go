@@ -124,12 +124,15 @@ type Event struct {
 	Worker  int           `json:"worker"` // the client (goroutine) running the process
 	F       string        `json:"f"`
 
-	Locks   []Lock    `json:"locks,omitempty"`
-	Require string    `json:"require,omitempty"`
-	Names   []string  `json:"names,omitempty"`
-	Granted []Granted `json:"granted,omitempty"`
-	Token   uint64    `json:"token,omitempty"`
-	Holders []Holder  `json:"holders,omitempty"`
+	Locks   []Lock `json:"locks,omitempty"`
+	Require string `json:"require,omitempty"`
+	// HoldTTL is an acquire's hold TTL (invoke and completion): its holds
+	// end by themselves, at the earliest HoldTTL after the invoke.
+	HoldTTL time.Duration `json:"hold_ttl,omitempty"`
+	Names   []string      `json:"names,omitempty"`
+	Granted []Granted     `json:"granted,omitempty"`
+	Token   uint64        `json:"token,omitempty"`
+	Holders []Holder      `json:"holders,omitempty"`
 
 	Value  int64              `json:"value,omitempty"`
 	Read   []int64            `json:"read,omitempty"`

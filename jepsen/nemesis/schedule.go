@@ -19,6 +19,8 @@ const (
 	FaultKill              = "kill"
 	FaultPause             = "pause"
 	FaultClientPause       = "client-pause"
+	FaultClockBump         = "clock-bump"
+	FaultClockStrobe       = "clock-strobe"
 )
 
 // Kinds of Config.Kinds.
@@ -26,6 +28,7 @@ const (
 	KindPartition = "partition"
 	KindKill      = "kill"
 	KindPause     = "pause"
+	KindClock     = "clock"
 	KindMixed     = "mixed"
 )
 
@@ -38,7 +41,8 @@ type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, 
 // Config configures Run.
 type Config struct {
 	// Kinds are the fault kinds to draw from: "partition", "kill",
-	// "pause", "mixed" (all of them). Empty: mixed.
+	// "pause", "clock", "mixed" (partition, kill and pause). Empty:
+	// mixed. Clock faults need the nodes' clock hook (see clock.go).
 	Kinds []string
 	// Rand drives every choice; nil: seeded from the clock.
 	Rand *rand.Rand
@@ -78,6 +82,8 @@ func faultsOf(kinds []string, clientPause bool) []string {
 			if clientPause {
 				out = append(out, FaultClientPause)
 			}
+		case KindClock:
+			out = append(out, FaultClockBump, FaultClockStrobe)
 		}
 	}
 	if len(kinds) == 0 {
@@ -104,9 +110,9 @@ func faultsOf(kinds []string, clientPause bool) []string {
 func ValidKinds(kinds []string) error {
 	for _, k := range kinds {
 		switch k {
-		case KindPartition, KindKill, KindPause, KindMixed:
+		case KindPartition, KindKill, KindPause, KindClock, KindMixed:
 		default:
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, mixed)", k)
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, mixed)", k)
 		}
 	}
 	return nil
@@ -324,6 +330,10 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 			return nil, err
 		}
 		return &fault{name: name, targets: []string{target}, until: time.Now().Add(pd)}, nil
+	case FaultClockBump:
+		return clockBump(ctx, c, pickNode(true), r)
+	case FaultClockStrobe:
+		return clockStrobe(ctx, c, pickNode(true), r)
 	}
 	return nil, fmt.Errorf("unknown fault %q", name)
 }

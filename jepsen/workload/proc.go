@@ -28,6 +28,23 @@ type Proc struct {
 	retired  bool
 	lostSeen bool // a lost event is recorded
 	acquires int  // acquires invoked
+	// deadline is the current grant's, with Env.HoldTTL: the resource is
+	// not used from deadlineMargin before it on.
+	deadline time.Time
+}
+
+// deadlineMargin is how long before its grant's deadline a holder stops
+// starting resource operations: an operation takes a moment.
+const deadlineMargin = 100 * time.Millisecond
+
+// inTime reports whether the current grant surely still holds for a
+// resource operation started now, and how long it still holds for.
+func (p *Proc) inTime() (time.Duration, bool) {
+	if p.deadline.IsZero() {
+		return time.Duration(1<<63 - 1), true
+	}
+	left := time.Until(p.deadline) - deadlineMargin
+	return left, left > 0
 }
 
 // Rand returns the worker's random source.
@@ -86,16 +103,24 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit}
 	}
 	p.acquires++
-	p.record(history.Event{Type: history.Invoke, F: history.Acquire, Locks: locks, Require: require})
+	ttl := p.env().HoldTTL
+	p.record(history.Event{Type: history.Invoke, F: history.Acquire, Locks: locks, Require: require, HoldTTL: ttl})
 	actx, cancel := context.WithTimeout(ctx, wait+opTimeout)
 	defer cancel()
-	g, err := p.s.AcquireWithin(actx, specs, client.Require(require), wait)
+	var g *client.Grant
+	var err error
+	if ttl > 0 {
+		g, err = p.s.AcquireWithTTL(actx, specs, client.Require(require), wait, ttl)
+	} else {
+		g, err = p.s.AcquireWithin(actx, specs, client.Require(require), wait)
+	}
 	if err == nil {
+		p.deadline, _ = g.Deadline()
 		granted := make([]history.Granted, len(g.Locks))
 		for i, gl := range g.Locks {
 			granted[i] = history.Granted{Name: gl.Name, Mode: string(gl.Mode), Token: gl.Token}
 		}
-		p.record(history.Event{Type: history.OK, F: history.Acquire, Locks: locks, Require: require,
+		p.record(history.Event{Type: history.OK, F: history.Acquire, Locks: locks, Require: require, HoldTTL: ttl,
 			Granted: granted, Token: g.Token, Node: p.w.c.Leader()})
 		return g
 	}
@@ -156,6 +181,10 @@ func (p *Proc) released(names []string, err error) {
 	switch {
 	case err == nil:
 		p.record(history.Event{Type: history.OK, F: history.Release, Names: names})
+	case errors.Is(err, client.ErrNotHeld) && p.env().HoldTTL > 0:
+		// The hold TTL ended it; the session lives on (or its
+		// keepalives will say otherwise).
+		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: client.CodeNotHeld})
 	case errors.Is(err, client.ErrNotHeld) || errors.Is(err, client.ErrSessionNotFound):
 		// Only what was granted is released: the session lost it.
 		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: client.CodeNotHeld})
@@ -222,6 +251,9 @@ func (p *Proc) maybeObserve(ctx context.Context, name string) {
 // ResRead reads register name of the resource under the hold (mode,
 // token); ok false when the resource refused a stale token.
 func (p *Proc) ResRead(name, mode string, token uint64) ([]int64, bool) {
+	if _, ok := p.inTime(); !ok {
+		return nil, false
+	}
 	g := []history.Granted{{Name: name, Mode: mode, Token: token}}
 	p.record(history.Event{Type: history.Invoke, F: history.ResRead, Granted: g, Token: token})
 	v, seq, err := p.env().Res.Read(name, mode, token)
@@ -256,6 +288,11 @@ func (p *Proc) ResAdd(name string, token uint64) {
 
 // ResUse brackets a semaphore use of name, pausing inside if asked.
 func (p *Proc) ResUse(name string, token uint64, work time.Duration) {
+	left, ok := p.inTime()
+	if !ok {
+		return
+	}
+	work = min(work, left)
 	g := []history.Granted{{Name: name, Mode: "write", Token: token}}
 	for _, f := range []string{history.ResEnter, history.ResExit} {
 		p.record(history.Event{Type: history.Invoke, F: f, Granted: g, Token: token})

@@ -30,10 +30,13 @@ type Env struct {
 	TTL       time.Duration // session TTL
 	Wait      time.Duration // server-side wait of an acquire
 	Hold      time.Duration // mean time a holder works
-	Pauses    *Pauses       // client pauses asked by the nemesis (may be nil)
-	Seed      uint64
-	Log       *slog.Logger
-	TLS       *tls.Config // the cluster's HTTPS; nil: plain HTTP
+	// HoldTTL, if set, is the hold TTL of every acquire: holders use the
+	// resource only before their grant's deadline (client.Grant.Deadline).
+	HoldTTL time.Duration
+	Pauses  *Pauses // client pauses asked by the nemesis (may be nil)
+	Seed    uint64
+	Log     *slog.Logger
+	TLS     *tls.Config // the cluster's HTTPS; nil: plain HTTP
 	// Tokens are the ACL secrets of the workers (worker i uses
 	// Tokens[i mod len]); none: a cluster without ACLs.
 	Tokens []string

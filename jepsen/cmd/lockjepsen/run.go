@@ -32,7 +32,14 @@ const (
 	// negIntruderAdmin gives the intruder the management token, which may
 	// act through any session: Ownership must flag its accepted attempts.
 	negIntruderAdmin = "intruder-admin"
+	// negWallClock is lockd --unsafe wall-clock: the leader stamps its
+	// wall clock as read, so the clock nemesis's steps end hold TTLs
+	// early (run it with --nemesis clock and --hold-ttl).
+	negWallClock = "wall-clock"
 )
+
+// negatives lists the negative controls.
+var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock}
 
 // runConfig is what the run flags say.
 type runConfig struct {
@@ -42,6 +49,7 @@ type runConfig struct {
 	duration                time.Duration
 	clients                 int
 	ttl, wait, hold         time.Duration
+	holdTTL                 time.Duration
 	interval, faultDuration time.Duration
 	liveness, linTimeout    time.Duration
 	seed                    int64
@@ -56,18 +64,20 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs := flag.NewFlagSet("lockjepsen", flag.ContinueOnError)
 	fs.IntVar(&c.nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.StringVar(&c.workload, "workload", "mutex", "one of "+strings.Join(workload.Names, ", "))
-	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, mixed (all), or none`)
+	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, clock, mixed (partition, kill and pause), or none`)
 	fs.DurationVar(&c.duration, "time", 60*time.Second, "how long the workload runs under faults (then heal, final phase, checks)")
 	fs.IntVar(&c.clients, "clients", 6, "concurrent client workers")
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session TTL of the clients (client pauses last TTL+1s..2×TTL)")
 	fs.DurationVar(&c.wait, "wait", 5*time.Second, "server-side wait of each acquire")
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
+	fs.DurationVar(&c.holdTTL, "hold-ttl", 0, "hold TTL of every acquire (0: none); holders use the resource only before their grant's deadline")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
 	fs.DurationVar(&c.faultDuration, "fault-duration", 12*time.Second, "longest fault")
 	fs.DurationVar(&c.liveness, "liveness", 30*time.Second, "bound on each final-phase acquire after the heal")
 	fs.DurationVar(&c.linTimeout, "lin-timeout", 3*time.Minute, "bound on the linearizability search (then: unknown)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
-	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus) or "`+negIntruderAdmin+`" (the intruder acts with the management token); the run must be flagged invalid`)
+	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus), "`+
+		negIntruderAdmin+`" (the intruder acts with the management token) or "`+negWallClock+`" (lockd stamps the leader's wall clock); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -94,11 +104,11 @@ func parseRunFlags(args []string) (*runConfig, error) {
 			return nil, err
 		}
 	}
-	if c.negative != "" && c.negative != negUnfenced && c.negative != negNoConsensus && c.negative != negIntruderAdmin {
-		return nil, fmt.Errorf("--negative %q: want %q, %q or %q", c.negative, negUnfenced, negNoConsensus, negIntruderAdmin)
+	if c.negative != "" && !slices.Contains(negatives, c.negative) {
+		return nil, fmt.Errorf("--negative %q: want one of %q", c.negative, negatives)
 	}
-	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second {
-		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s")
+	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second || c.holdTTL < 0 {
+		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s, --hold-ttl ≥ 0")
 	}
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano()
@@ -166,10 +176,7 @@ func runCmd(args []string) (int, error) {
 	}
 	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
 		PortPrefix: cfg.ports}
-	if cfg.negative == negNoConsensus {
-		// Each node is a cluster of its own: no tokens would be shared.
-		cl.Env = append(cl.Env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
-	}
+	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
 	defer tearDown(cfg, cl, logf)
 	logf("starting %d nodes (project %s)", cfg.nodes, cfg.project)
@@ -185,6 +192,7 @@ func runCmd(args []string) (int, error) {
 			return 1, fmt.Errorf("ACL setup: %w", err)
 		}
 		logf("ACLs bootstrapped: %d worker tokens and an intruder's, write on %q", len(toks.Workers), workload.TokenPrefix)
+		cl.Token = toks.Admin // the clock hook is an operator call
 	}
 	sum, err := execute(ctx, cfg, cl, toks, outDir, id, started, logf)
 	saveLogs(cl, outDir)
@@ -193,6 +201,23 @@ func runCmd(args []string) (int, error) {
 	}
 	printVerdict(sum, outDir)
 	return judgedAsExpected(cfg, sum), nil
+}
+
+// clusterEnv is the compose environment a run's nodes need: the clock
+// hook for clock faults, the unsafe mode of a negative control.
+func clusterEnv(cfg *runConfig) []string {
+	var env []string
+	if slices.Contains(cfg.nemeses, nemesis.KindClock) {
+		env = append(env, "LOCKD_TEST_CLOCK_HOOK=1")
+	}
+	switch cfg.negative {
+	case negNoConsensus:
+		// Each node is a cluster of its own: no tokens would be shared.
+		env = append(env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
+	case negWallClock:
+		env = append(env, "LOCKD_UNSAFE=wall-clock")
+	}
+	return env
 }
 
 // runID names a run (and its directory) after its start, workload,
@@ -324,7 +349,7 @@ func newClients(cfg *runConfig, cl *compose.Cluster, toks *workload.Tokens, rec 
 	if cfg.verbose {
 		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold,
+	env := &workload.Env{Rec: rec, Res: res, Endpoints: eps, TTL: cfg.ttl, Wait: cfg.wait, Hold: cfg.hold, HoldTTL: cfg.holdTTL,
 		Pauses: pauses, Seed: uint64(cfg.seed), Log: clientLog, TLS: conf}
 	if toks != nil {
 		env.Tokens, env.Intruder = toks.Workers, toks.Intruder
