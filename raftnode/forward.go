@@ -55,7 +55,11 @@ const (
 	codeSessionNotFound = "session_not_found"
 	codeRemoveLeader    = "remove_leader"
 	codeTooLarge        = "answer_too_large" // applied, but the answer is over maxReplyBody
-	codeError           = "error"
+	// codeNotMember: the caller is not (yet, or no longer) a server of the
+	// leader's configuration; nothing was done. A node that is joining
+	// asks again once the leader has added it.
+	codeNotMember = "not_member"
+	codeError     = "error"
 )
 
 // maxReplyBody bounds an internal answer. Answers come from an
@@ -223,7 +227,7 @@ func (rep *wireReply) err(addr string) error {
 	switch rep.Code {
 	case "":
 		return nil
-	case codeNotLeader:
+	case codeNotLeader, codeNotMember:
 		return fmt.Errorf("%w: %s says: %s", errRetry, addr, rep.Message)
 	case codeUnknownOutcome:
 		return fmt.Errorf("%w: leader at %s: %s", ErrUnknownOutcome, addr, rep.Message)

@@ -340,7 +340,7 @@ func (n *Node) fromMember(next http.Handler) http.Handler {
 		}
 		name, _ := r.Context().Value(peerNameKey{}).(string)
 		if !n.isServer(name) {
-			writeReply(w, http.StatusForbidden, wireReply{Code: codeError,
+			writeReply(w, http.StatusForbidden, wireReply{Code: codeNotMember,
 				Message: fmt.Sprintf("%q is not a server of this cluster's raft configuration", name)})
 			return
 		}
