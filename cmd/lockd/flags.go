@@ -80,6 +80,27 @@ const envACL = "LOCKD_ACL"
 // it on for a whole cluster without changing every node's command line.
 const envUnsafe = "LOCKD_UNSAFE"
 
+// envFlags are flags whose default an environment variable may set (the
+// command line still wins), so that a compose file can tune a whole
+// cluster: the jepsen suite's snapshots-during-faults runs do.
+var envFlags = map[string]string{
+	"snapshot-threshold": "LOCKD_SNAPSHOT_THRESHOLD",
+	"snapshot-interval":  "LOCKD_SNAPSHOT_INTERVAL",
+	"trailing-logs":      "LOCKD_TRAILING_LOGS",
+}
+
+// setFromEnv sets the envFlags whose variable is set and not empty.
+func setFromEnv(fs *flag.FlagSet) error {
+	for name, env := range envFlags {
+		if v := os.Getenv(env); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("$%s (--%s): %w", env, name, err)
+			}
+		}
+	}
+	return nil
+}
+
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("lockd", flag.ContinueOnError)
@@ -98,11 +119,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.LogJSON, "log-json", false, "log JSON lines instead of text")
 	fs.DurationVar(&c.MaxWait, "max-wait", api.DefaultMaxWait, "longest wait a request may ask for (acquire, long-poll, blocking query)")
 	fs.Float64Var(&c.RaftTiming, "raft-timing", 1, "scale raft's heartbeat, election and lease timeouts (larger on slow machines)")
-	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192)")
-	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m)")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192; default $LOCKD_SNAPSHOT_THRESHOLD)")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m; default $LOCKD_SNAPSHOT_INTERVAL)")
 	fs.StringVar(&c.RaftLog, "raft-log", raftnode.LogBolt, "where the raft log lives: \""+raftnode.LogBolt+"\" (raft.db, with the term and vote) or \""+
 		raftnode.LogWAL+"\" (raft-wal segments in DATA_DIR/wal: one fsync per commit instead of two); a data dir keeps the one it was made with")
-	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240)")
+	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240; default $LOCKD_TRAILING_LOGS)")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `FILE` of the CA that signs the node certificates; with --tls-cert and --tls-key: TLS 1.3 on "+
 		"the HTTP API, raft and forwarding, and only peers with a node certificate from this CA are accepted")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `FILE` of this node's certificate (lockd tls cert)")
@@ -128,6 +149,9 @@ func parseFlags(args []string) (*config, error) {
 			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
+	if err := setFromEnv(fs); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -163,5 +164,25 @@ func TestGossipKeyFromKeygen(t *testing.T) {
 	c, err := parseFlags(strings.Fields("--node-id n1 --data-dir /d --gossip-key " + writeFile(t, out.String())))
 	if err != nil || len(c.GossipKey) != 32 {
 		t.Fatalf("--gossip-key with keygen's key: %v, %d bytes", err, len(c.GossipKey))
+	}
+}
+
+// The snapshot flags take their default from the environment (the
+// compose file's LOCKD_SNAPSHOT_*, LOCKD_TRAILING_LOGS); the command line
+// wins; a bad value is an error naming the variable.
+func TestSnapshotFlagsFromEnv(t *testing.T) {
+	t.Setenv("LOCKD_SNAPSHOT_THRESHOLD", "64")
+	t.Setenv("LOCKD_TRAILING_LOGS", "32")
+	t.Setenv("LOCKD_SNAPSHOT_INTERVAL", "1s")
+	c, err := parseFlags([]string{"--node-id", "n1", "--data-dir", "/d", "--trailing-logs", "16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SnapshotThreshold != 64 || c.TrailingLogs != 16 || c.SnapshotInterval != time.Second {
+		t.Fatalf("threshold %d, trailing %d, interval %v: want 64, 16 (command line), 1s", c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval)
+	}
+	t.Setenv("LOCKD_TRAILING_LOGS", "many")
+	if _, err := parseFlags([]string{"--node-id", "n1", "--data-dir", "/d"}); err == nil || !strings.Contains(err.Error(), "LOCKD_TRAILING_LOGS") {
+		t.Fatalf("a bad $LOCKD_TRAILING_LOGS: %v", err)
 	}
 }
