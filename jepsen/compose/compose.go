@@ -214,10 +214,16 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 // `docker compose`) with the cluster's project, profile and environment
 // and returns its stdout.
 func (c *Cluster) Compose(ctx context.Context, args ...string) (string, error) {
+	return c.composeWith(ctx, nil, args...)
+}
+
+// composeWith is Compose with env added to the cluster's environment.
+func (c *Cluster) composeWith(ctx context.Context, env []string, args ...string) (string, error) {
+	full := append(c.Environ(), env...)
 	if _, err := exec.LookPath("docker-compose"); err != nil {
-		return run(ctx, c.Dir, c.Environ(), "docker", append([]string{"compose"}, c.composeArgs(args...)...)...)
+		return run(ctx, c.Dir, full, "docker", append([]string{"compose"}, c.composeArgs(args...)...)...)
 	}
-	return run(ctx, c.Dir, c.Environ(), "docker-compose", c.composeArgs(args...)...)
+	return run(ctx, c.Dir, full, "docker-compose", c.composeArgs(args...)...)
 }
 
 // Docker runs the docker CLI and returns its stdout.
@@ -329,34 +335,94 @@ func (c *Cluster) Status(ctx context.Context, node string) (*Status, error) {
 
 // SetClock sets node's wall-clock offset through its clock hook (PUT
 // /v1/debug/clock; the nodes run with LOCKD_TEST_CLOCK_HOOK=1 or
-// LOCKD_UNSAFE=wall-clock), with a 2 s timeout.
+// LOCKD_UNSAFE=wall-clock).
 func (c *Cluster) SetClock(ctx context.Context, node string, offset time.Duration) error {
+	return c.operate(ctx, node, "PUT", "/v1/debug/clock", fmt.Sprintf(`{"offset":%q}`, offset.String()), http.StatusOK)
+}
+
+// Leave makes node leave the cluster for good (POST /v1/agent/leave):
+// it removes itself from the raft configuration and exits.
+func (c *Cluster) Leave(ctx context.Context, node string) error {
+	return c.operate(ctx, node, "POST", "/v1/agent/leave", "", http.StatusAccepted)
+}
+
+// RemoveMember asks via (any live node) to remove the server id from the
+// raft configuration (DELETE /v1/members/{id}), as an operator removes a
+// dead node.
+func (c *Cluster) RemoveMember(ctx context.Context, via, id string) error {
+	return c.operate(ctx, via, "DELETE", "/v1/members/"+id, "", http.StatusOK)
+}
+
+// operate makes an operator call to node over HTTPS with c.Token, bounded
+// by 10 s, and wants the status ok.
+func (c *Cluster) operate(ctx context.Context, node, method, path, body string, ok int) error {
 	conf, err := c.TLS()
 	if err != nil {
-		return fmt.Errorf("%s: clock: %w", node, err)
+		return fmt.Errorf("%s %s on %s: %w", method, path, node, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	body := strings.NewReader(fmt.Sprintf(`{"offset":%q}`, offset.String()))
-	req, err := http.NewRequestWithContext(ctx, "PUT", "https://"+c.HTTPAddr(node)+"/v1/debug/clock", body)
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+c.HTTPAddr(node)+path, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: clock: %w", node, err)
+		return fmt.Errorf("%s %s on %s: %w", method, path, node, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != ok {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: clock: HTTP %d: %s", node, resp.StatusCode, bytes.TrimSpace(msg))
+		return fmt.Errorf("%s %s on %s: HTTP %d: %s", method, path, node, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	return nil
+}
+
+// Replace deletes node's container and data volume and creates them
+// anew (docker-compose up --no-deps): a fresh node under the same id,
+// with an empty data dir, which joins the running cluster. env is added
+// to the cluster's environment for this container only.
+func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error {
+	if id, err := c.Container(ctx, node); err == nil {
+		if _, err := Docker(ctx, "rm", "-f", "-v", id); err != nil {
+			return err
+		}
+	}
+	vols, err := Docker(ctx, "volume", "ls", "-q", "--filter", "label=com.docker.compose.project="+c.project(),
+		"--filter", "label=com.docker.compose.volume="+node+"-data")
+	if err != nil {
+		return err
+	}
+	for _, v := range strings.Fields(vols) {
+		if _, err := Docker(ctx, "volume", "rm", v); err != nil {
+			return err
+		}
+	}
+	_, err = c.composeWith(ctx, env, "up", "-d", "--no-deps", node)
+	return err
+}
+
+// WaitExited waits until node's container has stopped (a node that left
+// exits by itself).
+func (c *Cluster) WaitExited(ctx context.Context, node string) error {
+	for {
+		st, err := c.State(ctx, node)
+		if err == nil && (st == "exited" || st == "dead") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still %s: %w", node, st, ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 // Statuses reads every node's status concurrently; a node that does not

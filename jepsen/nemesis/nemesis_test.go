@@ -117,17 +117,30 @@ func TestParseGroupsAndTargets(t *testing.T) {
 }
 
 func TestFaultsOf(t *testing.T) {
-	if got := faultsOf([]string{"kill"}, true); !reflect.DeepEqual(got, []string{FaultKill}) {
-		t.Fatal(got)
+	tests := []struct {
+		kinds       []string
+		clientPause bool
+		nodes       int
+		want        []string
+	}{
+		{[]string{"kill"}, true, 3, []string{FaultKill}},
+		{nil, false, 3, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge, FaultKill, FaultPause}},
+		{[]string{"mixed", "pause"}, true, 3, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge,
+			FaultKill, FaultPause, FaultClientPause}},
+		{[]string{"clock"}, false, 3, []string{FaultClockBump, FaultClockStrobe}},
+		{[]string{"membership"}, false, 3, []string{FaultMemberLeave, FaultMemberRemove}},
+		{[]string{"membership"}, false, 5, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberShrink}},
 	}
-	if got := faultsOf(nil, false); len(got) != 6 {
-		t.Fatal(got)
-	}
-	if got := faultsOf([]string{"mixed", "pause"}, true); len(got) != 7 {
-		t.Fatal(got)
+	for _, tt := range tests {
+		if got := faultsOf(tt.kinds, tt.clientPause, tt.nodes); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("faultsOf(%v, %v, %d) = %v, want %v", tt.kinds, tt.clientPause, tt.nodes, got, tt.want)
+		}
 	}
 	if ValidKinds([]string{"bogus"}) == nil {
 		t.Fatal("bogus kind accepted")
+	}
+	if ValidKinds([]string{"clock", "membership"}) != nil {
+		t.Fatal("clock and membership refused")
 	}
 }
 

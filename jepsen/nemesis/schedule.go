@@ -41,8 +41,9 @@ type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, 
 // Config configures Run.
 type Config struct {
 	// Kinds are the fault kinds to draw from: "partition", "kill",
-	// "pause", "clock", "mixed" (partition, kill and pause). Empty:
-	// mixed. Clock faults need the nodes' clock hook (see clock.go).
+	// "pause", "clock", "membership", "mixed" (partition, kill and
+	// pause). Empty: mixed. Clock faults need the nodes' clock hook (see
+	// clock.go).
 	Kinds []string
 	// Rand drives every choice; nil: seeded from the clock.
 	Rand *rand.Rand
@@ -58,6 +59,10 @@ type Config struct {
 	ClientPause ClientPauseFunc
 	// SessionTTL is the clients' session TTL.
 	SessionTTL time.Duration
+	// LoneReplacements makes every membership fault bring its nodes back
+	// as fresh nodes that bootstrap a cluster of their own (the
+	// membership nemesis's negative control; see membership.go).
+	LoneReplacements bool
 	// Logf, if set, receives a line per fault and per error.
 	Logf func(format string, args ...any)
 }
@@ -69,38 +74,51 @@ type fault struct {
 	until   time.Time // client pause: when it ends by itself
 }
 
-func faultsOf(kinds []string, clientPause bool) []string {
+// faultsOf lists the faults of kinds, kind by kind (faultsByKind).
+func faultsOf(kinds []string, clientPause bool, nodes int) []string {
 	var out []string
-	add := func(k string) {
+	for _, g := range faultsByKind(kinds, clientPause, nodes) {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// faultsByKind returns the faults of each kind asked for, in order,
+// mixed expanded and each kind once.
+func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
+	of := func(k string) []string {
 		switch k {
 		case KindPartition:
-			out = append(out, FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge)
+			return []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge}
 		case KindKill:
-			out = append(out, FaultKill)
+			return []string{FaultKill}
 		case KindPause:
-			out = append(out, FaultPause)
 			if clientPause {
-				out = append(out, FaultClientPause)
+				return []string{FaultPause, FaultClientPause}
 			}
+			return []string{FaultPause}
 		case KindClock:
-			out = append(out, FaultClockBump, FaultClockStrobe)
+			return []string{FaultClockBump, FaultClockStrobe}
+		case KindMembership:
+			return memberFaults(nodes)
 		}
+		return nil
 	}
 	if len(kinds) == 0 {
 		kinds = []string{KindMixed}
 	}
+	var out [][]string
 	seen := map[string]bool{}
 	for _, k := range kinds {
+		expanded := []string{k}
 		if k == KindMixed {
-			for _, k2 := range []string{KindPartition, KindKill, KindPause} {
-				if !seen[k2] {
-					seen[k2] = true
-					add(k2)
-				}
+			expanded = []string{KindPartition, KindKill, KindPause}
+		}
+		for _, k2 := range expanded {
+			if !seen[k2] {
+				seen[k2] = true
+				out = append(out, of(k2))
 			}
-		} else if !seen[k] {
-			seen[k] = true
-			add(k)
 		}
 	}
 	return out
@@ -110,9 +128,9 @@ func faultsOf(kinds []string, clientPause bool) []string {
 func ValidKinds(kinds []string) error {
 	for _, k := range kinds {
 		switch k {
-		case KindPartition, KindKill, KindPause, KindClock, KindMixed:
+		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindMixed:
 		default:
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, mixed)", k)
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, mixed)", k)
 		}
 	}
 	return nil
@@ -137,7 +155,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // Run injects random faults until ctx ends: quiet for an interval, apply
-// a fault, keep it for its duration, undo it, and so on. Every fault is
+// a fault, keep it for its duration, undo it, and so on. The first faults
+// are one of each kind asked for, in a random order. Every fault is
 // recorded with rec as an info event F "start" and then "stop" (Fault:
 // one of the Fault* names; Targets: the nodes, or for partitions one
 // comma-joined entry per group). When ctx ends it always leaves the
@@ -151,13 +170,20 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		return nil, err
 	}
 	s := newSchedule(c, cfg, rec)
-	choices := faultsOf(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0)
-	if len(choices) == 0 {
+	kinds := faultsByKind(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0, len(c.Names()))
+	if len(kinds) == 0 {
 		<-ctx.Done()
 		return s.counts, nil
 	}
+	// Each kind once first, in a random order, then any fault: a run
+	// long enough for len(kinds) faults has them all.
+	first := s.r.Perm(len(kinds))
 	var cur *fault
-	for sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)) {
+	for n := 0; sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)); n++ {
+		choices := faultsOf(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0, len(c.Names()))
+		if n < len(first) {
+			choices = kinds[first[n]]
+		}
 		ft, d := s.inject(ctx, choices)
 		if ft == nil {
 			continue
@@ -334,6 +360,9 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return clockBump(ctx, c, pickNode(true), r)
 	case FaultClockStrobe:
 		return clockStrobe(ctx, c, pickNode(true), r)
+	}
+	if isMembership(name) {
+		return applyMembership(ctx, c, cfg, r, name)
 	}
 	return nil, fmt.Errorf("unknown fault %q", name)
 }

@@ -34,6 +34,9 @@ type Run struct {
 	Negative string   `json:"negative_control"`
 	Command  []string `json:"command,omitempty"`
 	Commit   string   `json:"lockd_commit,omitempty"`
+	// SnapshotInstalls counts, per node, the snapshots it caught up
+	// through (InstallSnapshot), from the node logs.
+	SnapshotInstalls map[string]int `json:"snapshot_installs,omitempty"`
 }
 
 // Latency is the distribution of one operation's latency (invoke to

@@ -36,27 +36,44 @@ const (
 	// wall clock as read, so the clock nemesis's steps end hold TTLs
 	// early (run it with --nemesis clock and --hold-ttl).
 	negWallClock = "wall-clock"
+	// negLoneReplacement: the membership nemesis brings nodes back as
+	// fresh nodes that bootstrap a cluster of their own (lockd --unsafe
+	// no-consensus on the replacement only; run it with --nemesis
+	// membership). ACLs are off: the lone node shares no tokens.
+	negLoneReplacement = "lone-replacement"
 )
 
 // negatives lists the negative controls.
-var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock}
+var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement}
+
+// withoutACL: the negative controls whose nodes share no tokens.
+func withoutACL(negative string) bool { return separateTables(negative) }
+
+// separateTables: the negative controls whose nodes keep tables of their
+// own, which never converge.
+func separateTables(negative string) bool {
+	return negative == negNoConsensus || negative == negLoneReplacement
+}
 
 // runConfig is what the run flags say.
 type runConfig struct {
-	nodes                   int
-	workload                string
-	nemeses                 []string
-	duration                time.Duration
-	clients                 int
-	ttl, wait, hold         time.Duration
-	holdTTL                 time.Duration
-	interval, faultDuration time.Duration
-	liveness, linTimeout    time.Duration
-	seed                    int64
-	negative                string
-	out, dir                string
-	project, subnet, ports  string
-	build, keep, verbose    bool
+	nodes           int
+	workload        string
+	nemeses         []string
+	duration        time.Duration
+	clients         int
+	ttl, wait, hold time.Duration
+	holdTTL         time.Duration
+	// snapshots: the nodes' --snapshot-threshold and --trailing-logs (0:
+	// raft's), snapshotting every second when set.
+	snapshotThreshold, trailingLogs uint64
+	interval, faultDuration         time.Duration
+	liveness, linTimeout            time.Duration
+	seed                            int64
+	negative                        string
+	out, dir                        string
+	project, subnet, ports          string
+	build, keep, verbose            bool
 }
 
 func parseRunFlags(args []string) (*runConfig, error) {
@@ -70,6 +87,8 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session TTL of the clients (client pauses last TTL+1s..2×TTL)")
 	fs.DurationVar(&c.wait, "wait", 5*time.Second, "server-side wait of each acquire")
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
+	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 0, "the nodes' --snapshot-threshold, checked every second (0: raft's default, every 2m); a node cut off longer than --trailing-logs entries comes back through InstallSnapshot")
+	fs.Uint64Var(&c.trailingLogs, "trailing-logs", 0, "the nodes' --trailing-logs (0: raft's default)")
 	fs.DurationVar(&c.holdTTL, "hold-ttl", 0, "hold TTL of every acquire (0: none); holders use the resource only before their grant's deadline")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
 	fs.DurationVar(&c.faultDuration, "fault-duration", 12*time.Second, "longest fault")
@@ -77,7 +96,8 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.linTimeout, "lin-timeout", 3*time.Minute, "bound on the linearizability search (then: unknown)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
 	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus), "`+
-		negIntruderAdmin+`" (the intruder acts with the management token) or "`+negWallClock+`" (lockd stamps the leader's wall clock); the run must be flagged invalid`)
+		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock) or "`+
+		negLoneReplacement+`" (replaced nodes form clusters of their own); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -186,7 +206,7 @@ func runCmd(args []string) (int, error) {
 	}
 
 	var toks *workload.Tokens
-	if cfg.negative != negNoConsensus {
+	if !withoutACL(cfg.negative) {
 		if toks, err = setupACL(ctx, cl, cfg.clients, logf); err != nil {
 			saveLogs(cl, outDir)
 			return 1, fmt.Errorf("ACL setup: %w", err)
@@ -195,18 +215,25 @@ func runCmd(args []string) (int, error) {
 		cl.Token = toks.Admin // the clock hook is an operator call
 	}
 	sum, err := execute(ctx, cfg, cl, toks, outDir, id, started, logf)
-	saveLogs(cl, outDir)
 	if err != nil {
+		saveLogs(cl, outDir)
 		return 1, err
 	}
 	printVerdict(sum, outDir)
 	return judgedAsExpected(cfg, sum), nil
 }
 
-// clusterEnv is the compose environment a run's nodes need: the clock
-// hook for clock faults, the unsafe mode of a negative control.
+// clusterEnv is the compose environment a run's nodes need: snapshot
+// tuning, the clock hook for clock faults, the unsafe mode of a negative
+// control.
 func clusterEnv(cfg *runConfig) []string {
 	var env []string
+	if cfg.snapshotThreshold > 0 {
+		env = append(env, fmt.Sprintf("LOCKD_SNAPSHOT_THRESHOLD=%d", cfg.snapshotThreshold), "LOCKD_SNAPSHOT_INTERVAL=1s")
+	}
+	if cfg.trailingLogs > 0 {
+		env = append(env, fmt.Sprintf("LOCKD_TRAILING_LOGS=%d", cfg.trailingLogs))
+	}
 	if slices.Contains(cfg.nemeses, nemesis.KindClock) {
 		env = append(env, "LOCKD_TEST_CLOCK_HOOK=1")
 	}
@@ -216,6 +243,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
 	case negWallClock:
 		env = append(env, "LOCKD_UNSAFE=wall-clock")
+	case negLoneReplacement:
+		env = append(env, "LOCKD_ACL=0")
 	}
 	return env
 }
@@ -272,6 +301,11 @@ func up(ctx context.Context, cl *compose.Cluster, standalone bool) error {
 	if _, err := cl.Compose(ctx, append([]string{"up", "-d"}, cl.Names()...)...); err != nil {
 		return err
 	}
+	return waitEach(ctx, cl)
+}
+
+// waitEach waits until every node knows a leader, its own or not.
+func waitEach(ctx context.Context, cl *compose.Cluster) error {
 	wctx, cancel := context.WithTimeout(ctx, compose.UpTimeout)
 	defer cancel()
 	for _, n := range cl.Names() {
@@ -318,12 +352,16 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *wor
 		LinearizabilityTimeout: cfg.linTimeout, LivenessBound: cfg.liveness, Intruder: toks != nil,
 		SessionTTL: cfg.ttl}
 	results := checker.All(events, ccfg)
-	if cfg.negative != negNoConsensus {
+	if !separateTables(cfg.negative) {
 		results = append(results, checker.Convergence(nodes))
 	}
+	saveLogs(cl, outDir)
 	run := report.Run{ID: id, Workload: cfg.workload, Nemesis: cfg.nemeses, Nodes: cl.Names(), Duration: cfg.duration,
 		Seed: cfg.seed, Clients: cfg.clients, Started: started, Negative: cfg.negative, Command: os.Args,
-		Commit: commit(cfg.dir)}
+		Commit: commit(cfg.dir), SnapshotInstalls: snapshotInstalls(filepath.Join(outDir, "logs"), cl.Names())}
+	if len(run.SnapshotInstalls) > 0 {
+		logf("nodes that caught up through InstallSnapshot: %v", run.SnapshotInstalls)
+	}
 	sum := report.Summarize(run, events, results)
 	if err := report.WriteJSON(outDir, sum); err != nil {
 		return sum, err
@@ -369,7 +407,7 @@ func mainPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *hi
 	if len(cfg.nemeses) > 0 {
 		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
 			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
-			SessionTTL: cfg.ttl}
+			SessionTTL: cfg.ttl, LoneReplacements: cfg.negative == negLoneReplacement}
 		if cfg.verbose {
 			ncfg.Logf = logf
 		}
@@ -395,9 +433,12 @@ func finalPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *h
 	res *resource.Resource, clients *workload.Clients, logf func(string, ...any)) []checker.NodeState {
 	hctx, hcancel := context.WithTimeout(ctx, 90*time.Second)
 	var err error
-	if cfg.negative == negNoConsensus {
+	switch cfg.negative {
+	case negNoConsensus:
 		err = up(hctx, cl, true)
-	} else {
+	case negLoneReplacement: // no one cluster to wait for, and compose up would recreate the lone nodes
+		err = waitEach(hctx, cl)
+	default:
 		err = cl.WaitHealthy(hctx)
 	}
 	hcancel()
@@ -409,7 +450,7 @@ func finalPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *h
 	clients.Final(ctx, cfg.liveness)
 	clients.Close(ctx)
 	workload.FinalRead(rec, res)
-	if cfg.negative == negNoConsensus { // separate tables never converge
+	if separateTables(cfg.negative) { // they never converge
 		return nil
 	}
 	return converge(ctx, cl, 30*time.Second)
@@ -444,6 +485,23 @@ func converge(ctx context.Context, cl *compose.Cluster, bound time.Duration) []c
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// snapshotInstalls counts, per node, the snapshots it installed from
+// the leader (hashicorp/raft logs "Installed remote snapshot"), in the
+// node logs saved in dir.
+func snapshotInstalls(dir string, nodes []string) map[string]int {
+	out := map[string]int{}
+	for _, n := range nodes {
+		b, err := os.ReadFile(filepath.Join(dir, n+".log"))
+		if err != nil {
+			continue
+		}
+		if k := strings.Count(string(b), "Installed remote snapshot"); k > 0 {
+			out[n] = k
+		}
+	}
+	return out
 }
 
 func saveLogs(cl *compose.Cluster, outDir string) {
