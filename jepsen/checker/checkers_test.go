@@ -191,6 +191,19 @@ func TestLinearizable(t *testing.T) {
 			h.release(2, "a")
 			h.lock(3, "a", 12)
 		}, true, ""},
+		{"info acquire granted before the close: its holder is seen, then released by the close", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.done(1, history.Acquire, history.Info, "")
+			h.observe(2, "a", held(1, "write", 5))
+			h.close(1, history.OK)
+			h.lock(2, "a", 9)
+		}, true, ""},
+		{"info acquire cannot take effect after its session was closed", func(h *hb) {
+			h.acquire(1, wl("a"))
+			h.done(1, history.Acquire, history.Info, "")
+			h.close(1, history.OK)
+			h.observe(2, "a", held(1, "write", 5))
+		}, false, ""},
 		{"info acquire, never closed", func(h *hb) {
 			h.acquire(1, wl("a"))
 			h.done(1, history.Acquire, history.Info, "")
