@@ -325,7 +325,8 @@ func (b *lockOpsBuilder) addObserve(o op, p pendingOp) {
 // addUnknownFates adds an expiry for each paused client whose fate is
 // unknown (an operation ended info, and it never learned its session was
 // lost): it may have lost its session unnoticed, so its holds may end
-// any time after the session was last proven alive.
+// any time after the session was last proven alive, and before its ok
+// close if there is one.
 func (b *lockOpsBuilder) addUnknownFates(events []history.Event) {
 	paused := pausedProcesses(events)
 	for _, e := range events {
@@ -333,9 +334,13 @@ func (b *lockOpsBuilder) addUnknownFates(events []history.Event) {
 			continue
 		}
 		b.expired[e.Process] = true
+		ret := b.sessions.end
+		if closed, ok := b.sessions.closedAt[e.Process]; ok && closed-1 > b.sessions.aliveSince[e.Process] {
+			ret = closed - 1 // the session was gone by its ok close at the latest
+		}
 		b.pending = append(b.pending, pendingOp{
 			in:  LockInput{Kind: history.Lost, Process: e.Process, Index: -1},
-			out: LockOutput{Type: history.Info}, call: b.sessions.aliveSince[e.Process], ret: b.sessions.end,
+			out: LockOutput{Type: history.Info}, call: b.sessions.aliveSince[e.Process], ret: ret,
 			client: -1, perProcess: true,
 		})
 	}

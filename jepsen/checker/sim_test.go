@@ -79,6 +79,12 @@ func (r *simRes) use(tok uint64, write []int64) ([]int64, uint64, bool) {
 // history of a mutex workload with info acquires and expired sessions.
 func simulate(t *testing.T, buggy bool) []history.Event {
 	t.Helper()
+	return simulateN(t, buggy, 5, 40)
+}
+
+// simulateN is simulate with workers clients of rounds rounds each.
+func simulateN(t *testing.T, buggy bool, workers, rounds int) []history.Event {
+	t.Helper()
 	rec, err := history.NewRecorder("")
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +154,6 @@ func simulate(t *testing.T, buggy bool) []history.Event {
 		return int(procs.Add(1))
 	}
 
-	const workers = 5
 	var wg sync.WaitGroup
 	last := make([]int, workers)
 	for w := range workers {
@@ -157,7 +162,7 @@ func simulate(t *testing.T, buggy bool) []history.Event {
 			defer wg.Done()
 			rnd := rand.New(rand.NewSource(int64(w)))
 			proc := int(procs.Add(1))
-			for range 40 {
+			for range rounds {
 				proc = round(rnd, proc, 2*time.Millisecond)
 			}
 			last[w] = proc
@@ -227,5 +232,23 @@ func TestSimulatedBuggyService(t *testing.T) {
 	}
 	if r := Safety(ev, cfg); r.Verdict != Invalid {
 		t.Errorf("safety: %s %v", r.Verdict, r.Counts)
+	}
+}
+
+// A long history of one name — 12 clients, thousands of grants, one in
+// ten acquires of unknown outcome, sessions lost — gets a verdict within
+// the suite's default bound (issue 14: a 10,648-operation run once ended
+// "unknown" at porcupine's bound). Its duration is logged, not asserted.
+func TestLinearizableLongHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long history")
+	}
+	ev := simulateN(t, false, 12, 1500)
+	cfg := Config{Workload: "mutex", Fenced: true, LinearizabilityTimeout: 3 * time.Minute}
+	start := time.Now()
+	r := Linearizable(ev, cfg)
+	t.Logf("%d events, %d operations: %s, %s (%v)", len(ev), r.Counts["operations"], r.Verdict, r.Note, time.Since(start))
+	if r.Verdict != Valid {
+		t.Fatalf("verdict %s on a correct service's history: %v", r.Verdict, r.Anomalies)
 	}
 }
