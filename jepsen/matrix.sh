@@ -7,6 +7,8 @@
 #   TIME=3m JOBS=3 jepsen/matrix.sh            # everything (about an hour)
 #   TIME=3m jepsen/matrix.sh mutex rw          # some workloads only
 #   NEGATIVE=0 ...                             # without the negative controls
+#   FAULTS="clock membership" EXTRA="--hold-ttl 3s" ...
+#                                              # other nemeses, more run flags
 #
 # Exit status: non-zero if any run was not judged as expected.
 set -uo pipefail
@@ -14,6 +16,8 @@ cd "$(dirname "$0")/.."
 TIME=${TIME:-3m}
 JOBS=${JOBS:-3}
 WORKLOADS=${*:-mutex semaphore rw multi deadlock hierarchy}
+FAULTS=${FAULTS:-partition kill pause mixed}
+EXTRA=${EXTRA:-}
 
 make docker >/dev/null || exit 1
 go build -o bin/lockjepsen ./jepsen/cmd/lockjepsen || exit 1
@@ -22,8 +26,8 @@ mkdir -p jepsen/results
 runs() {
 	for n in 3 5; do
 		for w in $WORKLOADS; do
-			for nem in partition kill pause mixed; do
-				echo "--nodes $n --workload $w --nemesis $nem --time $TIME"
+			for nem in $FAULTS; do
+				echo "--nodes $n --workload $w --nemesis $nem --time $TIME $EXTRA"
 			done
 		done
 	done
@@ -31,6 +35,9 @@ runs() {
 		echo "--nodes 3 --workload mutex --nemesis pause --time 90s --negative unfenced"
 		echo "--nodes 3 --workload mutex --nemesis none --time 60s --negative no-consensus"
 		echo "--nodes 5 --workload semaphore --nemesis partition --time 60s --negative no-consensus"
+		echo "--nodes 3 --workload mutex --nemesis clock --hold-ttl 2s --time 60s --negative wall-clock"
+		echo "--nodes 5 --workload semaphore --nemesis clock --hold-ttl 2s --time 60s --negative wall-clock"
+		echo "--nodes 3 --workload mutex --nemesis membership,kill --time 60s --negative lone-replacement"
 	fi
 }
 
