@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,9 @@ func All(events []history.Event, cfg Config) []Result {
 	}
 	if cfg.Intruder {
 		out = append(out, Ownership(events, cfg))
+	}
+	if slices.ContainsFunc(events, func(e history.Event) bool { return e.F == history.Metrics }) {
+		out = append(out, Resources(events, cfg))
 	}
 	return append(out, Liveness(events, cfg))
 }

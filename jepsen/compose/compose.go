@@ -24,6 +24,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/lockd/lockd/api/client"
 )
 
@@ -353,18 +356,46 @@ func (c *Cluster) RemoveMember(ctx context.Context, via, id string) error {
 	return c.operate(ctx, via, "DELETE", "/v1/members/"+id, "", http.StatusOK)
 }
 
+// Metrics reads the gauges named in names (without labels) from node's
+// GET /metrics; a gauge the node does not export is left out.
+func (c *Cluster) Metrics(ctx context.Context, node string, names []string) (map[string]float64, error) {
+	body, err := c.call(ctx, node, "GET", "/metrics", "", http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: /metrics: %w", node, err)
+	}
+	out := map[string]float64{}
+	for _, n := range names {
+		if f := families[n]; f != nil && len(f.GetMetric()) > 0 && f.GetMetric()[0].GetGauge() != nil {
+			out[n] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return out, nil
+}
+
 // operate makes an operator call to node over HTTPS with c.Token, bounded
 // by 10 s, and wants the status ok.
 func (c *Cluster) operate(ctx context.Context, node, method, path, body string, ok int) error {
+	_, err := c.call(ctx, node, method, path, body, ok)
+	return err
+}
+
+// call makes a call to node over HTTPS with c.Token, bounded by 10 s,
+// wants the status ok and returns the answer's body (at most 4 MiB).
+func (c *Cluster) call(ctx context.Context, node, method, path, body string, ok int) ([]byte, error) {
 	conf, err := c.TLS()
 	if err != nil {
-		return fmt.Errorf("%s %s on %s: %w", method, path, node, err)
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, node, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "https://"+c.HTTPAddr(node)+path, strings.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -375,14 +406,17 @@ func (c *Cluster) operate(ctx context.Context, node, method, path, body string, 
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s on %s: %w", method, path, node, err)
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, node, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != ok {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s on %s: HTTP %d: %s", method, path, node, resp.StatusCode, bytes.TrimSpace(msg))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, node, err)
 	}
-	return nil
+	if resp.StatusCode != ok {
+		return nil, fmt.Errorf("%s %s on %s: HTTP %d: %.512s", method, path, node, resp.StatusCode, bytes.TrimSpace(answer))
+	}
+	return answer, nil
 }
 
 // Replace deletes node's container and data volume and creates them

@@ -91,7 +91,15 @@ const (
 	Start = "start" // a fault begins (Fault, Targets)
 	Stop  = "stop"  // a fault ends
 	Phase = "phase" // Fault holds the phase that begins: "final"
+	// Metrics is one sample of a node's resource use (Node; Values:
+	// metric name -> [value], see SampledMetrics), for the soak check.
+	Metrics = "metrics"
 )
+
+// SampledMetrics are the node metrics a Metrics event holds: resident
+// memory (bytes), goroutines, open file descriptors, and the process's
+// start time (Unix seconds), which tells a restarted node apart.
+var SampledMetrics = []string{"process_resident_memory_bytes", "go_goroutines", "process_open_fds", "process_start_time_seconds"}
 
 // Lock is one lock of an acquire request.
 type Lock struct {

@@ -67,6 +67,7 @@ type runConfig struct {
 	// snapshots: the nodes' --snapshot-threshold and --trailing-logs (0:
 	// raft's), snapshotting every second when set.
 	snapshotThreshold, trailingLogs uint64
+	sampleMetrics                   time.Duration // 0: no soak check
 	interval, faultDuration         time.Duration
 	liveness, linTimeout            time.Duration
 	seed                            int64
@@ -89,6 +90,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 0, "the nodes' --snapshot-threshold, checked every second (0: raft's default, every 2m); a node cut off longer than --trailing-logs entries comes back through InstallSnapshot")
 	fs.Uint64Var(&c.trailingLogs, "trailing-logs", 0, "the nodes' --trailing-logs (0: raft's default)")
+	fs.DurationVar(&c.sampleMetrics, "sample-metrics", 0, "sample every node's memory, goroutines and open files from /metrics this often, and check they stay flat (the soak check; 0: off)")
 	fs.DurationVar(&c.holdTTL, "hold-ttl", 0, "hold TTL of every acquire (0: none); holders use the resource only before their grant's deadline")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
 	fs.DurationVar(&c.faultDuration, "fault-duration", 12*time.Second, "longest fault")
@@ -419,11 +421,39 @@ func mainPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *hi
 	} else {
 		nemDone <- nil
 	}
+	if cfg.sampleMetrics > 0 {
+		go sampleMetrics(ctx, cl, rec, cfg.sampleMetrics)
+	}
 	clients.Run(ctx)
 	if err := <-nemDone; err != nil {
 		logf("nemesis cleanup: %v", err)
 	}
 	return faults
+}
+
+// sampleMetrics records every node's history.SampledMetrics every
+// `every` until ctx ends (a node that does not answer is skipped).
+func sampleMetrics(ctx context.Context, cl *compose.Cluster, rec *history.Recorder, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for _, n := range cl.Names() {
+			m, err := cl.Metrics(ctx, n, history.SampledMetrics)
+			if err != nil {
+				continue
+			}
+			values := map[string][]int64{}
+			for k, v := range m {
+				values[k] = []int64{int64(v)}
+			}
+			rec.Add(history.Event{Type: history.Info, Process: history.Harness, F: history.Metrics, Node: n, Values: values})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // finalPhase heals the cluster and has every client acquire its lock,
@@ -436,8 +466,12 @@ func finalPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *h
 	switch cfg.negative {
 	case negNoConsensus:
 		err = up(hctx, cl, true)
-	case negLoneReplacement: // no one cluster to wait for, and compose up would recreate the lone nodes
-		err = waitEach(hctx, cl)
+	case negLoneReplacement:
+		// No one cluster to wait for (and compose up would recreate the
+		// lone nodes); a node left without a quorum never knows a leader.
+		wctx, cancel := context.WithTimeout(hctx, 15*time.Second)
+		err = waitEach(wctx, cl)
+		cancel()
 	default:
 		err = cl.WaitHealthy(hctx)
 	}
