@@ -41,5 +41,5 @@ pair() {
 pair "--nemesis none --time 15s --negative no-consensus" \
 	"--nemesis clock --hold-ttl 2s --time 25s --interval 3s --fault-duration 5s --negative wall-clock"
 pair "--nemesis none --time 15s --negative intruder-admin" \
-	"--nemesis membership,kill --time 40s --interval 3s --fault-duration 5s --negative lone-replacement"
+	"--nemesis membership,kill --time 40s --interval 3s --fault-duration 5s --liveness 5s --negative lone-replacement"
 exit $status
