@@ -81,6 +81,9 @@ type Config struct {
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
 	SnapshotInterval                time.Duration
+	// wrapLogs, if set, wraps the log store (tests inject failing
+	// writes with it).
+	wrapLogs func(raft.LogStore) raft.LogStore
 	// Limits are stamped by this node, while it leads, into every session
 	// and acquire it proposes (lockstate.Limits); zero fields: no limit.
 	Limits lockstate.Limits

@@ -142,11 +142,12 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 		switch {
 		case retryable(err):
 			return nil, 0, err
-		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
-			// The entry may commit under the next leader (consul #2893).
-			return nil, 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		default:
-			return nil, 0, fmt.Errorf("raftnode: apply: %w", err)
+			// The entry may commit under the next leader (consul #2893):
+			// after a lost leadership, a shutdown, or a log write that
+			// failed (a full or failing disk: the leader steps down, and a
+			// store that wrote part of the batch may still hold it).
+			return nil, 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		}
 	}
 	// Response is valid only once Error has returned.

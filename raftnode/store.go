@@ -100,6 +100,9 @@ func (n *Node) openStores() error {
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
+	if n.cfg.wrapLogs != nil {
+		logs = n.cfg.wrapLogs(logs)
+	}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}

@@ -1,0 +1,77 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/lockstate"
+)
+
+// failingLogs is a log store whose writes fail while failing is set, as
+// on a full disk (ENOSPC) or a dying one (EIO).
+type failingLogs struct {
+	raft.LogStore
+	failing *atomic.Bool
+}
+
+func (f failingLogs) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{l}) }
+
+func (f failingLogs) StoreLogs(logs []*raft.Log) error {
+	if f.failing.Load() {
+		return &errorString{syscall.ENOSPC}
+	}
+	return f.LogStore.StoreLogs(logs)
+}
+
+type errorString struct{ err error }
+
+func (e *errorString) Error() string { return "write raft.db: " + e.err.Error() }
+func (e *errorString) Unwrap() error { return e.err }
+
+// A leader whose log writes fail acknowledges nothing it did not persist:
+// its proposal fails and it steps down; the others elect a leader and go
+// on; when its disk works again it catches up and converges.
+func TestLeaderWhoseDiskFails(t *testing.T) {
+	failing := map[string]*atomic.Bool{}
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		f := failing[cfg.ID]
+		if f == nil {
+			f = new(atomic.Bool)
+			failing[cfg.ID] = f
+		}
+		cfg.wrapLogs = func(s raft.LogStore) raft.LogStore { return failingLogs{s, f} }
+	})
+	sick := c.leader()
+	createSession(t, sick.get(), time.Minute)
+	c.converged()
+	failing[sick.id].Store(true)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, _, err := sick.get().Propose(ctx, &lockstate.CreateSession{TTL: time.Minute})
+	if !errors.Is(err, ErrUnknownOutcome) {
+		// Not "applied", and not "safe to repeat" either: the API says
+		// 503 and what may be repeated.
+		t.Fatalf("proposal on a leader that cannot write its log: %+v, %v; want an unknown outcome", res, err)
+	}
+	waitFor(t, 10*time.Second, "another leader", func() bool {
+		l := c.readyLeader()
+		return l != nil && l != sick
+	})
+	// The cluster goes on, also through the sick node (a follower now).
+	other := c.followers(sick)[0]
+	createSession(t, other.get(), time.Minute)
+	failing[sick.id].Store(false)
+	c.converged()
+	var sessions int
+	sick.get().FSM().Read(func(tab *lockstate.Table) { sessions = len(tab.Sessions()) })
+	if sessions != 2 {
+		t.Fatalf("after recovery the sick node has %d sessions, want 2 (the first and the one made after the fault)", sessions)
+	}
+}
