@@ -67,6 +67,10 @@ type Cluster struct {
 	// Token is a management token for the operator calls the nemesis
 	// makes (the clock hook); "" for a cluster without ACLs.
 	Token string
+	// DataDirs are host directories used as the nodes' data dirs
+	// (LOCKD_DATA_N<k>) instead of their volumes: the disk nemesis fills
+	// them. Nodes not listed keep their volume.
+	DataDirs map[string]string
 
 	tlsOnce sync.Once
 	tlsConf *tls.Config
@@ -187,6 +191,9 @@ func (c *Cluster) Environ() []string {
 		"LOCKD_PORT_PREFIX="+c.portPrefix(),
 		"LOCKD_CERTS="+c.certsDir(),
 	)
+	for node, dir := range c.DataDirs {
+		env = append(env, "LOCKD_DATA_"+strings.ToUpper(node)+"="+dir)
+	}
 	return append(env, c.Env...)
 }
 
@@ -419,9 +426,10 @@ func (c *Cluster) call(ctx context.Context, node, method, path, body string, ok 
 	return answer, nil
 }
 
-// Replace deletes node's container and data volume and creates them
-// anew (docker-compose up --no-deps): a fresh node under the same id,
-// with an empty data dir, which joins the running cluster. env is added
+// Replace deletes node's container and data volume (or empties its
+// DataDirs entry) and creates them anew (docker-compose up --no-deps): a
+// fresh node under the same id, with an empty data dir, which joins the
+// running cluster. env is added
 // to the cluster's environment for this container only.
 func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error {
 	if id, err := c.Container(ctx, node); err == nil {
@@ -439,8 +447,27 @@ func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error
 			return err
 		}
 	}
+	if dir := c.DataDirs[node]; dir != "" {
+		if err := emptyDir(dir); err != nil {
+			return fmt.Errorf("%s: empty its data dir: %w", node, err)
+		}
+	}
 	_, err = c.composeWith(ctx, env, "up", "-d", "--no-deps", node)
 	return err
+}
+
+// emptyDir removes everything inside dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WaitExited waits until node's container has stopped (a node that left

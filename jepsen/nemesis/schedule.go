@@ -41,9 +41,9 @@ type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, 
 // Config configures Run.
 type Config struct {
 	// Kinds are the fault kinds to draw from: "partition", "kill",
-	// "pause", "clock", "membership", "mixed" (partition, kill and
-	// pause). Empty: mixed. Clock faults need the nodes' clock hook (see
-	// clock.go).
+	// "pause", "clock", "membership", "disk", "mixed" (partition, kill
+	// and pause). Empty: mixed. Clock faults need the nodes' clock hook
+	// (clock.go), disk faults data dirs of their own (disk.go).
 	Kinds []string
 	// Rand drives every choice; nil: seeded from the clock.
 	Rand *rand.Rand
@@ -101,6 +101,8 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 			return []string{FaultClockBump, FaultClockStrobe}
 		case KindMembership:
 			return memberFaults(nodes)
+		case KindDisk:
+			return []string{FaultDiskFull}
 		}
 		return nil
 	}
@@ -128,9 +130,9 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 func ValidKinds(kinds []string) error {
 	for _, k := range kinds {
 		switch k {
-		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindMixed:
+		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindMixed:
 		default:
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, mixed)", k)
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, mixed)", k)
 		}
 	}
 	return nil
@@ -360,6 +362,8 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return clockBump(ctx, c, pickNode(true), r)
 	case FaultClockStrobe:
 		return clockStrobe(ctx, c, pickNode(true), r)
+	case FaultDiskFull:
+		return diskFull(c, pickNode(true))
 	}
 	if isMembership(name) {
 		return applyMembership(ctx, c, cfg, r, name)

@@ -82,7 +82,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs := flag.NewFlagSet("lockjepsen", flag.ContinueOnError)
 	fs.IntVar(&c.nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.StringVar(&c.workload, "workload", "mutex", "one of "+strings.Join(workload.Names, ", "))
-	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, clock, mixed (partition, kill and pause), or none`)
+	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, clock, membership, disk, mixed (partition, kill and pause), or none`)
 	fs.DurationVar(&c.duration, "time", 60*time.Second, "how long the workload runs under faults (then heal, final phase, checks)")
 	fs.IntVar(&c.clients, "clients", 6, "concurrent client workers")
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session TTL of the clients (client pauses last TTL+1s..2×TTL)")
@@ -200,6 +200,14 @@ func runCmd(args []string) (int, error) {
 		PortPrefix: cfg.ports}
 	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
+	if slices.Contains(cfg.nemeses, nemesis.KindDisk) {
+		dirs, err := smallDisks(cl.Names())
+		defer unmountDisks(dirs, cfg, logf)
+		if err != nil {
+			return 1, err
+		}
+		cl.DataDirs = dirs
+	}
 	defer tearDown(cfg, cl, logf)
 	logf("starting %d nodes (project %s)", cfg.nodes, cfg.project)
 	if err := up(ctx, cl, cfg.negative == negNoConsensus); err != nil {
@@ -223,6 +231,43 @@ func runCmd(args []string) (int, error) {
 	}
 	printVerdict(sum, outDir)
 	return judgedAsExpected(cfg, sum), nil
+}
+
+// diskSize is the size of each node's data dir in disk runs.
+const diskSize = "64m"
+
+// smallDisks mounts a tmpfs of diskSize for each node, the data dirs the
+// disk nemesis fills. It returns those it mounted, also on an error.
+func smallDisks(nodes []string) (map[string]string, error) {
+	dirs := map[string]string{}
+	for _, n := range nodes {
+		dir, err := os.MkdirTemp("", "lockd-jepsen-"+n+"-")
+		if err != nil {
+			return dirs, err
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+diskSize, "tmpfs", dir).CombinedOutput(); err != nil {
+			_ = os.Remove(dir)
+			return dirs, fmt.Errorf("mount a tmpfs for %s: %w: %s", n, err, out)
+		}
+		dirs[n] = dir
+	}
+	return dirs, nil
+}
+
+// unmountDisks undoes smallDisks, after the cluster is down (unless
+// --keep, which keeps them for the cluster left running).
+func unmountDisks(dirs map[string]string, cfg *runConfig, logf func(string, ...any)) {
+	for n, dir := range dirs {
+		if cfg.keep {
+			logf("%s's data dir %s stays mounted (--keep)", n, dir)
+			continue
+		}
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			logf("unmount %s: %v: %s", dir, err, out)
+			continue
+		}
+		_ = os.Remove(dir)
+	}
 }
 
 // clusterEnv is the compose environment a run's nodes need: snapshot
