@@ -34,6 +34,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// NotApplied: the request certainly did nothing (ErrorDetail).
+	NotApplied bool
 }
 
 // Error returns the code and message.
@@ -104,7 +106,11 @@ func toError(err error) *Error {
 			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); "+
 			"check GET /v1/sessions/{id} before repeating a release or surrender: %v", err)
 	case errors.Is(err, raftnode.ErrNoLeader):
-		return noLeader("no leader reachable; retry: %v", err)
+		// Only raised before any leader took the command (leaderCall):
+		// nothing was done.
+		e := noLeader("no leader reachable; retry: %v", err)
+		e.NotApplied = true
+		return e
 	case errors.Is(err, context.DeadlineExceeded):
 		return noLeader("no leader answered in time; retry: %v", err)
 	case errors.Is(err, context.Canceled):
@@ -139,5 +145,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
 	}
-	writeJSON(w, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message}})
+	writeJSON(w, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
 }

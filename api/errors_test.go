@@ -138,7 +138,11 @@ func TestUnknownEndpoint(t *testing.T) {
 func TestNoLeader(t *testing.T) {
 	n := startNode(t, "lonely", nil, nodeOptions{api: func(c *api.Config) { c.ProposeTimeout = 2 * time.Second }})
 
-	n.mustErr(http.StatusServiceUnavailable, "no_leader", "POST", "/v1/sessions", `{"ttl":"10s"}`)
+	r := n.do("POST", "/v1/sessions", `{"ttl":"10s"}`)
+	checkErr(t, r, http.StatusServiceUnavailable, "no_leader", "POST /v1/sessions")
+	if !strings.Contains(string(r.body), `"not_applied":true`) {
+		t.Fatalf("no leader took the write, but the 503 does not say it was not applied: %s", r.body)
+	}
 	msg := n.mustErr(http.StatusServiceUnavailable, "no_leader", "POST", "/v1/acquire",
 		`{"session":"5","request_id":"nl-1","locks":[{"name":"a"}]}`)
 	if !strings.Contains(msg, "nl-1") {

@@ -102,6 +102,11 @@ type ErrorBody struct {
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// NotApplied, on a 503, says the node did nothing with the request
+	// (no leader took it: it found none, or is shutting down), so even a
+	// release or surrender may be sent again. Absent: the outcome may be
+	// unknown.
+	NotApplied bool `json:"not_applied,omitempty"`
 }
 
 // CreateSessionRequest is the body of POST /v1/sessions.

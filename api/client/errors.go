@@ -34,6 +34,9 @@ type Error struct {
 	Code       string // API error code, e.g. "timeout"
 	Message    string // human-readable detail from the server
 	HTTPStatus int    // 0 when the error was not an HTTP answer
+	// NotApplied: the server says it did nothing with the request (a
+	// 503 before any leader took it), so it may be sent again.
+	NotApplied bool
 }
 
 // Error implements error.

@@ -202,3 +202,41 @@ func TestRevocationsFromKeepalives(t *testing.T) {
 		t.Fatalf("a revocation ended the session: %v", s.Err())
 	}
 }
+
+// A release answered 503 not_applied (the node did nothing: it found no
+// leader, or is shutting down) is sent again; one answered a plain 503
+// (its outcome may be unknown) is not.
+func TestReleaseRetriedOnlyWhenNotApplied(t *testing.T) {
+	for _, notApplied := range []bool{true, false} {
+		var releases atomic.Int32
+		c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/v1/sessions":
+				fmt.Fprint(w, `{"id":"s1","ttl":"10s"}`)
+			case r.URL.Path == "/v1/acquire":
+				fmt.Fprint(w, `{"status":"granted","request_id":"r1","session":"s1","token":3,"granted":[{"name":"a","mode":"write","weight":1,"token":3}]}`)
+			case r.URL.Path == "/v1/release" && releases.Add(1) == 1:
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"error":{"code":"no_leader","message":"node is shut down","not_applied":%v}}`, notApplied)
+			case r.URL.Path == "/v1/release":
+				fmt.Fprint(w, `{"released":[{"name":"a"}]}`)
+			default:
+				fmt.Fprint(w, `{}`)
+			}
+		})
+		s := newSession(t, c, 10*time.Second)
+		ctx := ctxFor(t, 10*time.Second)
+		g, err := s.Lock(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Release(ctx, g)
+		switch {
+		case notApplied && (err != nil || releases.Load() != 2):
+			t.Errorf("not_applied: release %v after %d attempts, want success after 2", err, releases.Load())
+		case !notApplied && (!errors.Is(err, client.ErrUnknownOutcome) || releases.Load() != 1):
+			t.Errorf("plain 503: release %v after %d attempts, want an unknown outcome after 1", err, releases.Load())
+		}
+	}
+}

@@ -25,8 +25,10 @@ const (
 	retrySafe retryClass = iota
 	// retryUnsent: a second copy could act twice (a release counts a
 	// reentrant hold down again; a surrender re-queues). It is retried
-	// only when the request provably never reached a server (the dial
-	// failed); otherwise the error wraps ErrUnknownOutcome.
+	// only when the request provably did nothing: the dial failed, or the
+	// server answered 503 not_applied (no leader took it: a node that is
+	// shutting down says so); otherwise the error wraps
+	// ErrUnknownOutcome.
 	retryUnsent
 	// retryNever: one attempt; the caller handles every failure (the
 	// first POST of an acquire, which re-attaches by request id instead).
@@ -76,7 +78,8 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		// forget it as the leader and move on to another endpoint.
 		cl.failed(target)
 		last = err
-		retry := c.retry == retrySafe || (c.retry == retryUnsent && !isAPI && isDialError(err))
+		unsent := !isAPI && isDialError(err) || isAPI && ae.NotApplied
+		retry := c.retry == retrySafe || (c.retry == retryUnsent && unsent)
 		if !retry {
 			if c.retry == retryUnsent {
 				return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
@@ -153,10 +156,13 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 // no_leader so that it is retried like one.
 func decodeError(status int, b []byte) error {
 	var eb struct {
-		Error struct{ Code, Message string } `json:"error"`
+		Error struct {
+			Code, Message string
+			NotApplied    bool `json:"not_applied"`
+		} `json:"error"`
 	}
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status}
+		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status, NotApplied: eb.Error.NotApplied}
 	}
 	code := CodeInternal
 	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
