@@ -71,6 +71,9 @@ type Cluster struct {
 	// (LOCKD_DATA_N<k>) instead of their volumes: the disk nemesis fills
 	// them. Nodes not listed keep their volume.
 	DataDirs map[string]string
+	// Images are the nodes' images (LOCKD_IMAGE_N<k>) where not
+	// DefaultImage: the upgrade nemesis starts on an older build.
+	Images map[string]string
 
 	tlsOnce sync.Once
 	tlsConf *tls.Config
@@ -194,6 +197,9 @@ func (c *Cluster) Environ() []string {
 	for node, dir := range c.DataDirs {
 		env = append(env, "LOCKD_DATA_"+strings.ToUpper(node)+"="+dir)
 	}
+	for node, image := range c.Images {
+		env = append(env, "LOCKD_IMAGE_"+strings.ToUpper(node)+"="+image)
+	}
 	return append(env, c.Env...)
 }
 
@@ -249,6 +255,44 @@ func BuildImage(ctx context.Context, dir string) error {
 		return err
 	}
 	_, err := run(ctx, dir, nil, "docker", "build", "-t", DefaultImage, ".")
+	return err
+}
+
+// BuildImageAt builds the image tag from the lockd of git ref ref of the
+// repository in dir (a worktree of its own, removed afterwards): the
+// upgrade nemesis's previous release.
+func BuildImageAt(ctx context.Context, dir, ref, tag string) error {
+	tree, err := os.MkdirTemp("", "lockd-"+tag+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tree)
+	if _, err := run(ctx, dir, nil, "git", "worktree", "add", "--detach", "-f", tree, ref); err != nil {
+		return err
+	}
+	defer func() { _, _ = run(context.Background(), dir, nil, "git", "worktree", "remove", "--force", tree) }()
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	if _, err := run(ctx, tree, env, "go", "build", "-trimpath", "-o", "bin/lockd", "./cmd/lockd"); err != nil {
+		return err
+	}
+	_, err = run(ctx, tree, nil, "docker", "build", "-t", tag, ".")
+	return err
+}
+
+// SetImage recreates node's container from image, keeping its data
+// (docker-compose up --no-deps, after a graceful stop so that a leader
+// hands over first).
+func (c *Cluster) SetImage(ctx context.Context, node, image string) error {
+	if id, err := c.Container(ctx, node); err == nil {
+		if _, err := Docker(ctx, "stop", "-t", "30", id); err != nil {
+			return err
+		}
+	}
+	if c.Images == nil {
+		c.Images = map[string]string{}
+	}
+	c.Images[node] = image
+	_, err := c.Compose(ctx, "up", "-d", "--no-deps", node)
 	return err
 }
 

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"time"
@@ -41,9 +42,10 @@ type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, 
 // Config configures Run.
 type Config struct {
 	// Kinds are the fault kinds to draw from: "partition", "kill",
-	// "pause", "clock", "membership", "disk", "mixed" (partition, kill
-	// and pause). Empty: mixed. Clock faults need the nodes' clock hook
-	// (clock.go), disk faults data dirs of their own (disk.go).
+	// "pause", "clock", "membership", "disk", "upgrade", "mixed"
+	// (partition, kill and pause). Empty: mixed. Clock faults need the
+	// nodes' clock hook (clock.go), disk faults data dirs of their own
+	// (disk.go), upgrades nodes started on an older image (upgrade.go).
 	Kinds []string
 	// Rand drives every choice; nil: seeded from the clock.
 	Rand *rand.Rand
@@ -103,6 +105,8 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 			return memberFaults(nodes)
 		case KindDisk:
 			return []string{FaultDiskFull}
+		case KindUpgrade:
+			return []string{FaultUpgrade}
 		}
 		return nil
 	}
@@ -130,9 +134,9 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 func ValidKinds(kinds []string) error {
 	for _, k := range kinds {
 		switch k {
-		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindMixed:
+		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindUpgrade, KindMixed:
 		default:
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, mixed)", k)
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, upgrade, mixed)", k)
 		}
 	}
 	return nil
@@ -245,6 +249,9 @@ func (s *schedule) inject(ctx context.Context, choices []string) (*fault, time.D
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ft, err := apply(actx, s.c, s.cfg, s.r, name, d)
 	cancel()
+	if errors.Is(err, errNothingToDo) {
+		return nil, d
+	}
 	if err != nil {
 		s.counts["error"]++
 		s.logf("nemesis: %s: %v", name, err)
@@ -364,6 +371,8 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return clockStrobe(ctx, c, pickNode(true), r)
 	case FaultDiskFull:
 		return diskFull(c, pickNode(true))
+	case FaultUpgrade:
+		return upgradeNext(ctx, c)
 	}
 	if isMembership(name) {
 		return applyMembership(ctx, c, cfg, r, name)

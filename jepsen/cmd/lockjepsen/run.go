@@ -68,6 +68,7 @@ type runConfig struct {
 	// raft's), snapshotting every second when set.
 	snapshotThreshold, trailingLogs uint64
 	sampleMetrics                   time.Duration // 0: no soak check
+	upgradeFrom                     string        // git ref of the build upgrade runs start on
 	interval, faultDuration         time.Duration
 	liveness, linTimeout            time.Duration
 	seed                            int64
@@ -90,6 +91,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 0, "the nodes' --snapshot-threshold, checked every second (0: raft's default, every 2m); a node cut off longer than --trailing-logs entries comes back through InstallSnapshot")
 	fs.Uint64Var(&c.trailingLogs, "trailing-logs", 0, "the nodes' --trailing-logs (0: raft's default)")
+	fs.StringVar(&c.upgradeFrom, "upgrade-from", previousRelease, "git ref of the build the nodes start on in upgrade runs (--nemesis upgrade rolls them to this one)")
 	fs.DurationVar(&c.sampleMetrics, "sample-metrics", 0, "sample every node's memory, goroutines and open files from /metrics this often, and check they stay flat (the soak check; 0: off)")
 	fs.DurationVar(&c.holdTTL, "hold-ttl", 0, "hold TTL of every acquire (0: none); holders use the resource only before their grant's deadline")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
@@ -198,6 +200,16 @@ func runCmd(args []string) (int, error) {
 	}
 	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
 		PortPrefix: cfg.ports}
+	if slices.Contains(cfg.nemeses, nemesis.KindUpgrade) {
+		logf("building %s from %s, the build upgrade runs start on", previousImage, cfg.upgradeFrom)
+		if err := compose.BuildImageAt(ctx, cfg.dir, cfg.upgradeFrom, previousImage); err != nil {
+			return 1, fmt.Errorf("build %s: %w", previousImage, err)
+		}
+		cl.Images = map[string]string{}
+		for _, n := range cl.Names() {
+			cl.Images[n] = previousImage
+		}
+	}
 	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
 	if slices.Contains(cfg.nemeses, nemesis.KindDisk) {
@@ -232,6 +244,14 @@ func runCmd(args []string) (int, error) {
 	printVerdict(sum, outDir)
 	return judgedAsExpected(cfg, sum), nil
 }
+
+// previousRelease is the build upgrade runs start on by default: the
+// last commit before issue 14 (fault classes), and previousImage its
+// image.
+const (
+	previousRelease = "77099b9"
+	previousImage   = "lockd:previous"
+)
 
 // diskSize is the size of each node's data dir in disk runs.
 const diskSize = "64m"
