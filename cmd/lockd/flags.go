@@ -144,11 +144,7 @@ func parseFlags(args []string) (*config, error) {
 	origins := fs.String("cors-origin", "", "comma-separated browser origins (scheme://host[:port]) given CORS access; none by default")
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
-	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
-		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
-			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves (default $"+envUnsafe+")")
-	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
-		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
+	c.testingFlags(fs)
 	if err := setFromEnv(fs); err != nil {
 		return nil, err
 	}
@@ -168,22 +164,39 @@ func parseFlags(args []string) (*config, error) {
 		return nil, fmt.Errorf("--cors-origin: %w", err)
 	}
 	if c.Dev {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["node-id"] {
-			c.NodeID = "dev"
-		}
-		if !set["raft-timing"] {
-			c.RaftTiming = 0.1 // one node on loopback: elect itself in ~0.2s
-		}
-		if !set["raft-addr"] {
-			c.RaftAddr = "127.0.0.1:0" // a free port: dev needs no fixed one
-		}
-		if len(c.Join) > 0 || c.BootstrapExpect > 0 {
-			return nil, errors.New("--dev runs a single node: it takes no --join or --bootstrap-expect")
+		if err := c.devDefaults(fs); err != nil {
+			return nil, err
 		}
 	}
 	return c, c.check()
+}
+
+// testingFlags defines the flags that exist for the jepsen suite only.
+func (c *config) testingFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
+		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
+			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves (default $"+envUnsafe+")")
+	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
+		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
+}
+
+// devDefaults fills in what --dev implies for the flags not given.
+func (c *config) devDefaults(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["node-id"] {
+		c.NodeID = "dev"
+	}
+	if !set["raft-timing"] {
+		c.RaftTiming = 0.1 // one node on loopback: elect itself in ~0.2s
+	}
+	if !set["raft-addr"] {
+		c.RaftAddr = "127.0.0.1:0" // a free port: dev needs no fixed one
+	}
+	if len(c.Join) > 0 || c.BootstrapExpect > 0 {
+		return errors.New("--dev runs a single node: it takes no --join or --bootstrap-expect")
+	}
+	return nil
 }
 
 func (c *config) check() error {
