@@ -105,4 +105,3 @@ func metric(e history.Event, name string) float64 {
 	}
 	return 0
 }
-

@@ -71,4 +71,3 @@ func diskFull(c *compose.Cluster, node string) (*fault, error) {
 		undo: func(context.Context) error { return FreeDisk(c, node) }}
 	return ft, FillDisk(c, node)
 }
-

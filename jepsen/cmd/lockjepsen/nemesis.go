@@ -33,6 +33,10 @@ commands:
   pause NODE            docker pause
   resume NODE           docker unpause
   recover               resume, restart and heal everything, wait until healthy
+  clock NODE OFFSET     offset NODE's wall clock (e.g. 90s, -5m, 0); nodes need LOCKD_TEST_CLOCK_HOOK=1 on up
+  leave NODE            NODE leaves the cluster for good (POST /v1/agent/leave) and exits
+  remove NODE           kill NODE and remove it from the raft configuration through another node
+  replace NODE          NODE again as a fresh node (empty data dir, same id), which joins
 
 flags:
 `
@@ -57,6 +61,10 @@ func nemesisCmd(args []string) int {
 	if o.unsafe != "" {
 		c.Env = append(c.Env, "LOCKD_UNSAFE="+o.unsafe)
 	}
+	if v := os.Getenv("LOCKD_TEST_CLOCK_HOOK"); v != "" {
+		c.Env = append(c.Env, "LOCKD_TEST_CLOCK_HOOK="+v)
+	}
+	c.Token = o.token
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
@@ -82,7 +90,7 @@ func nemesisCmd(args []string) int {
 type nemesisOptions struct {
 	nodes                   int
 	project, subnet, prefix string
-	dir, unsafe             string
+	dir, unsafe, token      string
 	seed                    int64
 	timeout                 time.Duration
 }
@@ -101,6 +109,7 @@ func nemesisFlags() (*flag.FlagSet, *nemesisOptions) {
 	fs.StringVar(&o.dir, "dir", ".", "directory holding docker-compose.yml")
 	fs.Int64Var(&o.seed, "seed", time.Now().UnixNano(), "random seed for split and bridge")
 	fs.StringVar(&o.unsafe, "unsafe", os.Getenv("LOCKD_UNSAFE"), "LOCKD_UNSAFE passed to the nodes on up")
+	fs.StringVar(&o.token, "token", os.Getenv("LOCKD_TOKEN"), "management token for clock, leave and remove on a cluster with ACLs")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole command")
 	return fs, o
 }
@@ -136,6 +145,37 @@ var nemesisCommands = map[string]nemesisCommand{
 	"pause":          {1, nodeFault(nemesis.Pause)},
 	"resume":         {1, nodeFault(nemesis.Resume)},
 	"recover":        {anyArgs, (*nemesisSession).recoverCluster},
+	"clock":          {2, (*nemesisSession).clock},
+	"leave":          {1, nodeFault(func(ctx context.Context, c *compose.Cluster, n string) error { return c.Leave(ctx, n) })},
+	"remove":         {1, (*nemesisSession).remove},
+	"replace":        {1, nodeFault(func(ctx context.Context, c *compose.Cluster, n string) error { return c.Replace(ctx, n) })},
+}
+
+func (n *nemesisSession) clock() error {
+	d, err := time.ParseDuration(n.args[1])
+	if err != nil {
+		return err
+	}
+	return n.c.SetClock(n.ctx, n.args[0], d)
+}
+
+// remove kills a node and removes it through the first other node that
+// accepts.
+func (n *nemesisSession) remove() error {
+	node := n.args[0]
+	if err := nemesis.Kill(n.ctx, n.c, node); err != nil {
+		return err
+	}
+	var err error
+	for _, via := range n.c.Names() {
+		if via == node {
+			continue
+		}
+		if err = n.c.RemoveMember(n.ctx, via, node); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func (n *nemesisSession) up() error {
