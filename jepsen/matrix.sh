@@ -35,9 +35,9 @@ runs() {
 		echo "--nodes 3 --workload mutex --nemesis pause --time 90s --negative unfenced"
 		echo "--nodes 3 --workload mutex --nemesis none --time 60s --negative no-consensus"
 		echo "--nodes 5 --workload semaphore --nemesis partition --time 60s --negative no-consensus"
-		echo "--nodes 3 --workload mutex --nemesis clock --hold-ttl 2s --time 60s --negative wall-clock"
-		echo "--nodes 5 --workload semaphore --nemesis clock --hold-ttl 2s --time 60s --negative wall-clock"
-		echo "--nodes 3 --workload mutex --nemesis membership,kill --time 60s --negative lone-replacement"
+		echo "--nodes 3 --workload mutex --nemesis clock --hold-ttl 2s --time 60s --interval 4s --fault-duration 6s --negative wall-clock"
+		echo "--nodes 5 --workload semaphore --nemesis clock --hold-ttl 2s --time 60s --interval 4s --fault-duration 6s --negative wall-clock"
+		echo "--nodes 3 --workload mutex --nemesis membership,kill --time 60s --interval 4s --fault-duration 6s --negative lone-replacement"
 	fi
 }
 

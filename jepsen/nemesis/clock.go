@@ -10,13 +10,27 @@ import (
 	"github.com/lockd/lockd/jepsen/compose"
 )
 
-// Clock faults move what one node reads as its wall clock, through the
+// Clock faults move what one node (the leader three times in four) reads
+// as its wall clock, through the
 // clock hook of lockd (--test-clock-hook: PUT /v1/debug/clock), since
 // containers share the host's clock. Like settimeofday, the offset moves
 // the wall clock only, never the monotonic one. A bump steps the clock by
 // ±5 s..5 min for the fault's duration; a strobe flips it between 0 and
 // ±5 s..5 min every 20..200 ms. Undoing either sets the offset back to
 // 0, which is one more step. A node restarted meanwhile starts at 0.
+
+// clockTarget picks the node whose clock moves: the leader three times in
+// four (its clock is the one that stamps commands, what a clock step can
+// break), else any node.
+func clockTarget(ctx context.Context, c *compose.Cluster, r *rand.Rand) string {
+	nodes := c.Names()
+	if r.Intn(4) != 0 {
+		if l, _ := c.Leader(ctx); l != "" {
+			return l
+		}
+	}
+	return nodes[r.Intn(len(nodes))]
+}
 
 // clockStep draws a step of ±5 s..5 min.
 func clockStep(r *rand.Rand) time.Duration {

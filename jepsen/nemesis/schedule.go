@@ -366,9 +366,9 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		}
 		return &fault{name: name, targets: []string{target}, until: time.Now().Add(pd)}, nil
 	case FaultClockBump:
-		return clockBump(ctx, c, pickNode(true), r)
+		return clockBump(ctx, c, clockTarget(ctx, c, r), r)
 	case FaultClockStrobe:
-		return clockStrobe(ctx, c, pickNode(true), r)
+		return clockStrobe(ctx, c, clockTarget(ctx, c, r), r)
 	case FaultDiskFull:
 		return diskFull(c, pickNode(true))
 	case FaultUpgrade:
