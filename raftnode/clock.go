@@ -20,9 +20,11 @@ import (
 // them past their time.
 //
 // So a leader counts table time by its monotonic clock, which no step
-// moves: on taking office (its first stamp in a term) it starts from the
-// largest table time it has applied plus the time since it applied it,
-// and adds the time since. The entry that carried that table time was
+// moves: on taking office — once its barrier has applied everything
+// committed before its term, so that it has seen the newest table time —
+// it starts from the largest table time it has applied plus the time
+// since it applied it, and adds the time since. It stamps nothing before
+// (a proposal waits, as reads do). The entry that carried that table time was
 // stamped before this node applied it, so the start is never ahead of
 // the previous leader's count: table time never runs ahead of real time
 // between two instants it measures, whatever the wall clocks say. It
@@ -71,24 +73,35 @@ func (c *tableClock) applied(tableTime int64) {
 	}
 }
 
-// read returns the table time for this node as leader of term: a stamp
-// for a command it proposes, or the time to compare table deadlines with.
-// The first read in a term starts the count.
-func (c *tableClock) read(term uint64) int64 {
-	if c.unsafeWall {
-		return c.wall()
-	}
+// start begins the count for term, once this node leads it and its
+// barrier has applied every entry committed before (leaderLoop): only
+// then is the table time it applied the newest there is. An empty table
+// takes the wall clock.
+func (c *tableClock) start(term uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	if term != c.term {
-		c.term, c.since = term, now
-		c.base = c.wall()
-		if c.seen != 0 { // an empty table: the cluster's first instant
-			c.base = c.seen + int64(now.Sub(c.seenAt))
-		}
+	c.term, c.since = term, now
+	c.base = c.wall()
+	if c.seen != 0 {
+		c.base = c.seen + int64(now.Sub(c.seenAt))
 	}
-	return c.base + int64(now.Sub(c.since))
+}
+
+// read returns the table time for this node as leader of term: a stamp
+// for a command it proposes, or the time to compare table deadlines with.
+// ok is false when the count for term has not started (start): the node
+// does not lead it yet, and must not stamp.
+func (c *tableClock) read(term uint64) (t int64, ok bool) {
+	if c.unsafeWall {
+		return c.wall(), true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if term != c.term {
+		return 0, false
+	}
+	return c.base + int64(c.now().Sub(c.since)), true
 }
 
 // clockedFSM is the raft.FSM raft drives: the node's FSM, telling the

@@ -181,7 +181,12 @@ func (p *tickProposer) check() {
 		p.wake.Stop()
 		return
 	}
-	if d := time.Duration(at - p.n.clock.read(p.n.raft.CurrentTerm())); d > 0 {
+	now, ok := p.n.clock.read(p.l.term)
+	if !ok { // leadership moved on; the duties are about to stop
+		p.wake.Reset(maxDeadlineSleep)
+		return
+	}
+	if d := time.Duration(at - now); d > 0 {
 		p.wake.Reset(min(d, maxDeadlineSleep))
 		return
 	}

@@ -98,11 +98,21 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 	if err := cmd.Validate(); err != nil {
 		return &lockstate.Result{Err: err}, 0, nil
 	}
+	// Table time starts once the term's barrier has applied the log
+	// (clock.go): until the duties are ready for this term, retry.
+	l := n.lead.Load()
+	if l == nil || l.term != n.raft.CurrentTerm() {
+		return nil, 0, fmt.Errorf("%w: the leader is not ready yet", errRetry)
+	}
+	now, ok := n.clock.read(l.term)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: the leader is not ready yet", errRetry)
+	}
 	format := n.logFormat()
 	if err := n.stamp(cmd, format); err != nil {
 		return nil, 0, err
 	}
-	data, err := fsm.EncodeFormat(format, n.clock.read(n.raft.CurrentTerm()), cmd)
+	data, err := fsm.EncodeFormat(format, now, cmd)
 	if errors.Is(err, fsm.ErrFormatTooOld) {
 		// Nothing was appended: wait for the gate (a voter's upgrade, or
 		// the leader learning its voters' builds) like for a leader.
