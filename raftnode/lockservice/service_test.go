@@ -3,7 +3,9 @@ package lockservice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +214,33 @@ func TestBlockingLockQueryAnswersOnChange(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("blocking query did not answer the change")
+	}
+}
+
+// unknownThenNoLeader applies the first command of type T and loses its
+// answer; later ones of type T find no leader and do nothing.
+type unknownThenNoLeader[T lockstate.Command] struct {
+	losesFirstAnswer[T]
+	calls atomic.Int32
+}
+
+func (u *unknownThenNoLeader[T]) Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
+	if _, ok := cmd.(T); ok && u.calls.Add(1) > 1 {
+		return nil, 0, fmt.Errorf("test: %w", raftnode.ErrNoLeader)
+	}
+	return u.losesFirstAnswer.Propose(ctx, cmd)
+}
+
+// A close whose first attempt may have applied stays an unknown outcome
+// when the repeats find no leader: the API must not answer "not applied"
+// (found by review).
+func TestCloseSessionStaysUnknownWhenTheRepeatFindsNoLeader(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, func(n *raftnode.Node) lockservice.Node {
+		return &unknownThenNoLeader[*lockstate.CloseSession]{losesFirstAnswer: losesFirstAnswer[*lockstate.CloseSession]{Node: n}}
+	})
+	a := session(t, svc)
+	_, err := svc.CloseSession(context.Background(), a)
+	if !errors.Is(err, raftnode.ErrUnknownOutcome) {
+		t.Fatalf("close applied, answer lost, repeats found no leader: %v, want an unknown outcome", err)
 	}
 }

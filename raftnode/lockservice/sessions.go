@@ -37,12 +37,19 @@ type Closed struct {
 func (s *Service) CloseSession(ctx context.Context, id lockstate.SessionID) (Closed, error) {
 	cmd := &lockstate.CloseSession{Session: id}
 	res, _, err := s.propose(ctx, cmd, once)
+	unknown := false // an attempt may have closed it
 	for i := 0; errors.Is(err, raftnode.ErrUnknownOutcome) && i < maxUnknownRetries; i++ {
+		unknown = true
 		res, _, err = s.propose(ctx, cmd, once)
 		var refused *lockstate.Error
 		if errors.As(err, &refused) && refused.Code == lockstate.CodeNoSession {
 			res, err = &lockstate.Result{}, nil
 		}
+	}
+	if err != nil && unknown && !errors.Is(err, raftnode.ErrUnknownOutcome) {
+		// A later attempt that did nothing does not undo the doubt of an
+		// earlier one: the answer must not say "not applied".
+		err = fmt.Errorf("%w: %w", raftnode.ErrUnknownOutcome, err)
 	}
 	if err != nil {
 		return Closed{}, err
