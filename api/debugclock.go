@@ -11,6 +11,10 @@ import (
 // (raftnode.Config.ClockOffset), never to a duration. Operators only:
 // it is a fault injector.
 
+// maxClockOffset bounds the offset: a year is more than any clock steps,
+// and keeps now+offset far from overflowing.
+const maxClockOffset = 366 * 24 * time.Hour
+
 // clockOffset is the body of PUT /v1/debug/clock and the answer of both.
 type clockOffset struct {
 	Offset Duration  `json:"offset"`
@@ -29,6 +33,10 @@ func (s *Server) setClock(w http.ResponseWriter, r *http.Request) {
 	}
 	if !body.Wall.IsZero() {
 		s.writeError(w, r, invalid("wall is read-only: set offset"))
+		return
+	}
+	if off := time.Duration(body.Offset); off > maxClockOffset || off < -maxClockOffset {
+		s.writeError(w, r, invalid("offset %v is beyond ±%v", off, maxClockOffset))
 		return
 	}
 	s.cfg.ClockOffset.Store(int64(body.Offset))

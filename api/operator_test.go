@@ -64,7 +64,8 @@ func TestClockHook(t *testing.T) {
 		t.Fatalf("offset %v after PUT -90s", got)
 	}
 	for _, body := range []any{map[string]string{"offset": "soon"}, map[string]any{"offset": 5},
-		map[string]string{"offset": "1s", "wall": "2026-01-01T00:00:00Z"}, map[string]string{"skew": "1s"}} {
+		map[string]string{"offset": "1s", "wall": "2026-01-01T00:00:00Z"}, map[string]string{"skew": "1s"},
+		map[string]string{"offset": "9000h"}, map[string]string{"offset": "-9000h"}} {
 		n.mustErr(http.StatusBadRequest, "invalid_request", "PUT", "/v1/debug/clock", body)
 	}
 	var got struct{ Offset string }
