@@ -204,6 +204,28 @@ func TestLinearizable(t *testing.T) {
 			h.close(1, history.OK)
 			h.observe(2, "a", held(1, "write", 5))
 		}, false, ""},
+		{"hold TTLs end a process's holds twice; others take the lock after each deadline", func(h *hb) {
+			h.lockTTL(0, "x", 1, 100*time.Millisecond)
+			h.sleep(200 * time.Millisecond)
+			h.lockTTL(1, "x", 2, 100*time.Millisecond)
+			h.release(1, "x")
+			h.releaseInv(0, "x")
+			h.done(0, history.Release, history.Fail, "not_held")
+			h.lockTTL(0, "x", 3, 100*time.Millisecond)
+			h.sleep(200 * time.Millisecond)
+			h.lockTTL(2, "x", 4, 100*time.Millisecond)
+			h.release(2, "x")
+			h.releaseInv(0, "x")
+			h.done(0, history.Release, history.Fail, "not_held")
+		}, true, ""},
+		{"another process takes the lock before the hold TTL's deadline", func(h *hb) {
+			h.lockTTL(0, "x", 1, time.Second)
+			h.lockTTL(1, "x", 2, time.Second)
+			h.sleep(2 * time.Second)
+			h.releaseInv(0, "x")
+			h.done(0, history.Release, history.Fail, "not_held")
+			h.release(1, "x")
+		}, false, ""},
 		{"info acquire, never closed", func(h *hb) {
 			h.acquire(1, wl("a"))
 			h.done(1, history.Acquire, history.Info, "")

@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,6 +206,9 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 			return []any{s.withoutProcess(in.Process)}
 		}
 		return []any{s, s.withoutProcess(in.Process)}
+	case kindHoldsExpired:
+		names := in.Names
+		return []any{s.without(func(_ int, h hold) bool { return h.Proc == in.Process && slices.Contains(names, h.Name) })}
 	case history.Release:
 		return stepRelease(s, in, out)
 	case history.Acquire:
