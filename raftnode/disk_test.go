@@ -35,17 +35,22 @@ func (e *errorString) Error() string { return "write raft.db: " + e.err.Error() 
 func (e *errorString) Unwrap() error { return e.err }
 
 // A leader whose log writes fail acknowledges nothing it did not persist:
-// its proposal fails and it steps down; the others elect a leader and go
+// its proposal fails, it steps down and asks to be stopped
+// (Config.StoreFailed; here it is not); the others elect a leader and go
 // on; when its disk works again it catches up and converges.
 func TestLeaderWhoseDiskFails(t *testing.T) {
 	failing := map[string]*atomic.Bool{}
+	stopAsked := map[string]chan error{}
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		f := failing[cfg.ID]
 		if f == nil {
 			f = new(atomic.Bool)
 			failing[cfg.ID] = f
+			stopAsked[cfg.ID] = make(chan error, 1)
 		}
 		cfg.wrapLogs = func(s raft.LogStore) raft.LogStore { return failingLogs{s, f} }
+		asked := stopAsked[cfg.ID]
+		cfg.StoreFailed = func(err error) { asked <- err }
 	})
 	sick := c.leader()
 	createSession(t, sick.get(), time.Minute)
@@ -59,6 +64,14 @@ func TestLeaderWhoseDiskFails(t *testing.T) {
 		// Not "applied", and not "safe to repeat" either: the API says
 		// 503 and what may be repeated.
 		t.Fatalf("proposal on a leader that cannot write its log: %+v, %v; want an unknown outcome", res, err)
+	}
+	select {
+	case err := <-stopAsked[sick.id]:
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("StoreFailed with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the failed log write did not ask the node to stop")
 	}
 	waitFor(t, 10*time.Second, "another leader", func() bool {
 		l := c.readyLeader()

@@ -81,6 +81,13 @@ type Config struct {
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
 	SnapshotInterval                time.Duration
+	// StoreFailed is called, once, when a write to the raft log fails (a
+	// full or failing disk). raft then refuses the entries, but a follower
+	// may go on believing it holds one it does not (hashicorp/raft's
+	// appendEntries), and never catch up: the node should stop, and a
+	// restart reads its log back from disk (cmd/lockd exits with an
+	// error, so that its supervisor starts it again). nil: only logged.
+	StoreFailed func(error)
 	// wrapLogs, if set, wraps the log store (tests inject failing
 	// writes with it).
 	wrapLogs func(raft.LogStore) raft.LogStore
@@ -157,6 +164,8 @@ type Node struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	storeFailOnce sync.Once // logStoreFailed
 }
 
 // Open starts a node on its data dir. A node with existing state rejoins

@@ -103,6 +103,7 @@ func (n *Node) openStores() error {
 	if n.cfg.wrapLogs != nil {
 		logs = n.cfg.wrapLogs(logs)
 	}
+	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}
@@ -694,4 +695,36 @@ func (c *boltCheck) logKey(k, _ []byte) error {
 	}
 	c.last = i
 	return nil
+}
+
+// watchedLogs reports the log store's failed writes (Config.StoreFailed).
+type watchedLogs struct {
+	raft.LogStore
+	failed func(error)
+}
+
+func (w *watchedLogs) StoreLog(l *raft.Log) error { return w.check(w.LogStore.StoreLog(l)) }
+
+func (w *watchedLogs) StoreLogs(logs []*raft.Log) error { return w.check(w.LogStore.StoreLogs(logs)) }
+
+func (w *watchedLogs) DeleteRange(min, max uint64) error {
+	return w.check(w.LogStore.DeleteRange(min, max))
+}
+
+func (w *watchedLogs) check(err error) error {
+	if err != nil {
+		w.failed(err)
+	}
+	return err
+}
+
+// logStoreFailed handles a failed write of the raft log: once, it logs
+// it and calls Config.StoreFailed.
+func (n *Node) logStoreFailed(err error) {
+	n.storeFailOnce.Do(func() {
+		n.logger.Error("a write to the raft log failed; a restart reads the log back from disk", "error", err)
+		if n.cfg.StoreFailed != nil {
+			go n.cfg.StoreFailed(err) // not on raft's goroutine
+		}
+	})
 }
