@@ -218,6 +218,21 @@ func TestLinearizable(t *testing.T) {
 			h.releaseInv(0, "x")
 			h.done(0, history.Release, history.Fail, "not_held")
 		}, true, ""},
+		{"a grant of unknown outcome, seen held, ends by its hold TTL", func(h *hb) {
+			h.add(history.Event{Type: history.Invoke, Process: 0, F: history.Acquire, Locks: []history.Lock{wl("x")}, HoldTTL: 100 * time.Millisecond})
+			h.observe(1, "x", held(0, "write", 5))
+			h.done(0, history.Acquire, history.Info, "")
+			h.sleep(200 * time.Millisecond)
+			h.lockTTL(1, "x", 9, 100*time.Millisecond)
+			h.release(1, "x")
+		}, true, ""},
+		{"a grant of unknown outcome, seen held, cannot end before its deadline", func(h *hb) {
+			h.add(history.Event{Type: history.Invoke, Process: 0, F: history.Acquire, Locks: []history.Lock{wl("x")}, HoldTTL: time.Second})
+			h.observe(1, "x", held(0, "write", 5))
+			h.done(0, history.Acquire, history.Info, "")
+			h.lockTTL(1, "x", 9, time.Second)
+			h.release(1, "x")
+		}, false, ""},
 		{"another process takes the lock before the hold TTL's deadline", func(h *hb) {
 			h.lockTTL(0, "x", 1, time.Second)
 			h.lockTTL(1, "x", 2, time.Second)

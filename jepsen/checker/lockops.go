@@ -67,6 +67,7 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 		b.addClientOp(o)
 	}
 	b.addUnknownFates(events)
+	b.addHoldExpiries(events)
 	return b.operations()
 }
 
@@ -309,60 +310,11 @@ func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
 		return
 	}
 	if d, ok := b.ttlDeadline[o.inv.Index]; ok && d < p.ret {
-		// The hold TTL ended those holds, from their deadline on: the
-		// session lives on.
-		for _, part := range order {
-			b.pending = append(b.pending, pendingOp{
-				in:  LockInput{Kind: kindHoldsExpired, Process: o.inv.Process, Part: part, Names: byPart[part], Index: o.inv.Index},
-				out: LockOutput{Type: history.Info}, call: d, ret: p.ret, client: -1,
-			})
-		}
-		return
+		return // their hold TTL ended them (addHoldExpiries); the session lives on
 	}
 	b.expireOnce(o.inv.Process, o.comp.Index, p.ret)
 }
 
-// kindHoldsExpired is the operation that ends a process's holds of some
-// names by their hold TTL (LockInput.Kind).
-const kindHoldsExpired = "holds-expired"
-
-// releaseDeadlines maps the invoke index of each release whose names are
-// all held with a hold TTL to the earliest of their deadlines.
-func releaseDeadlines(events []history.Event) map[int]time.Duration {
-	out := map[int]time.Duration{}
-	held := map[int]map[string]time.Duration{} // process -> name -> deadline
-	invoked := map[int]time.Duration{}
-	for _, e := range events {
-		if e.Process < 0 {
-			continue
-		}
-		switch {
-		case e.Type == history.Invoke && e.F == history.Acquire:
-			invoked[e.Process] = e.Time
-		case e.Type == history.OK && e.F == history.Acquire && e.HoldTTL > 0:
-			if held[e.Process] == nil {
-				held[e.Process] = map[string]time.Duration{}
-			}
-			for _, g := range e.Granted {
-				held[e.Process][g.Name] = invoked[e.Process] + e.HoldTTL
-			}
-		case e.Type == history.Invoke && e.F == history.Release:
-			first, all := time.Duration(-1), len(e.Names) > 0
-			for _, n := range e.Names {
-				d, ok := held[e.Process][n]
-				all = all && ok
-				if first < 0 || d < first {
-					first = d
-				}
-				delete(held[e.Process], n) // released, or found gone
-			}
-			if all {
-				out[e.Index] = first
-			}
-		}
-	}
-	return out
-}
 
 // addObserve adds an ok read of one name: a read changes nothing, so
 // only what it saw can be wrong.
