@@ -315,7 +315,6 @@ func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
 	b.expireOnce(o.inv.Process, o.comp.Index, p.ret)
 }
 
-
 // addObserve adds an ok read of one name: a read changes nothing, so
 // only what it saw can be wrong.
 func (b *lockOpsBuilder) addObserve(o op, p pendingOp) {
