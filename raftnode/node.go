@@ -345,8 +345,14 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 
 	var errs []error
-	if err := n.raft.Shutdown().Error(); err != nil {
-		errs = append(errs, fmt.Errorf("raftnode: shut down raft: %w", err))
+	if err := n.shutdownRaft(ctx); err != nil {
+		if errors.Is(err, errRaftHung) {
+			// Its goroutines may still run (and still send heartbeats as
+			// a leader would): closing the stores under them is worse
+			// than leaving it all to the process's exit.
+			return err
+		}
+		errs = append(errs, err)
 	}
 	// Close the transport at once: until then peers' RPCs to us are
 	// accepted but never answered, and stall them for the I/O timeout.
@@ -364,6 +370,30 @@ func (n *Node) shutdown(ctx context.Context) error {
 		hc.CloseIdleConnections()
 	}
 	return errors.Join(errs...)
+}
+
+// errRaftHung: raft did not shut down within the caller's deadline.
+var errRaftHung = errors.New("raftnode: raft did not shut down in time; the process must exit")
+
+// shutdownRaft shuts raft down, waiting at most until ctx ends:
+// hashicorp/raft's Shutdown can hang (a replication pipeline to a peer
+// that stopped answering), and a node that stays up half shut down keeps
+// its peers from electing a leader (seen in the jepsen disk runs: a
+// leader whose log write failed stepped down, hung in Shutdown, and its
+// heartbeats went on). The caller then exits instead.
+func (n *Node) shutdownRaft(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.Shutdown().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("raftnode: shut down raft: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		n.logger.Error("raft did not shut down in time", "error", ctx.Err())
+		return fmt.Errorf("%w: %w", errRaftHung, ctx.Err())
+	}
 }
 
 // otherVoters reports whether the configuration has a voter besides us,
