@@ -345,7 +345,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 
 	var errs []error
-	if err := n.shutdownRaft(ctx); err != nil {
+	if err := n.shutdownRaft(); err != nil {
 		if errors.Is(err, errRaftHung) {
 			// Its goroutines may still run (and still send heartbeats as
 			// a leader would): closing the stores under them is worse
@@ -372,27 +372,34 @@ func (n *Node) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// errRaftHung: raft did not shut down within the caller's deadline.
+// errRaftHung: raft did not shut down within raftShutdownWait.
 var errRaftHung = errors.New("raftnode: raft did not shut down in time; the process must exit")
 
-// shutdownRaft shuts raft down, waiting at most until ctx ends:
+// raftShutdownWait bounds raft's own shutdown (its own bound: the
+// caller's deadline may be spent on handing leadership over). A healthy
+// raft stops within a second.
+var raftShutdownWait = 15 * time.Second
+
+// shutdownRaft shuts raft down, waiting at most raftShutdownWait:
 // hashicorp/raft's Shutdown can hang (a replication pipeline to a peer
 // that stopped answering), and a node that stays up half shut down keeps
 // its peers from electing a leader (seen in the jepsen disk runs: a
 // leader whose log write failed stepped down, hung in Shutdown, and its
 // heartbeats went on). The caller then exits instead.
-func (n *Node) shutdownRaft(ctx context.Context) error {
+func (n *Node) shutdownRaft() error {
 	done := make(chan error, 1)
 	go func() { done <- n.raft.Shutdown().Error() }()
+	wait := time.NewTimer(raftShutdownWait)
+	defer wait.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
 			return fmt.Errorf("raftnode: shut down raft: %w", err)
 		}
 		return nil
-	case <-ctx.Done():
-		n.logger.Error("raft did not shut down in time", "error", ctx.Err())
-		return fmt.Errorf("%w: %w", errRaftHung, ctx.Err())
+	case <-wait.C:
+		n.logger.Error("raft did not shut down in time", "waited", raftShutdownWait)
+		return errRaftHung
 	}
 }
 
