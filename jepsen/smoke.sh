@@ -39,7 +39,7 @@ pair() {
 	wait $b || status=1
 }
 pair "--nemesis none --time 15s --negative no-consensus" \
-	"--nemesis clock --hold-ttl 2s --time 25s --interval 3s --fault-duration 5s --negative wall-clock"
+	"--nemesis clock --hold-ttl 2s --time 35s --interval 3s --fault-duration 5s --negative wall-clock"
 pair "--nemesis none --time 15s --negative intruder-admin" \
 	"--nemesis membership,kill --time 40s --interval 3s --fault-duration 5s --liveness 5s --negative lone-replacement"
 exit $status
