@@ -24,9 +24,9 @@ import (
 // committed before its term, so that it has seen the newest table time —
 // it starts from the largest table time it has applied plus the time
 // since it applied it, and adds the time since. It stamps nothing before
-// (a proposal waits, as reads do). The entry that carried that table time was
-// stamped before this node applied it, so the start is never ahead of
-// the previous leader's count: table time never runs ahead of real time
+// (a proposal waits, as reads do). The entry that carried that table
+// time was stamped before this node applied it, so the start is never
+// ahead of the previous leader's count: table time never runs ahead of real time
 // between two instants it measures, whatever the wall clocks say. It
 // may run behind — by a commit's latency at a leader change, by the
 // downtime of a cluster restarted as a whole — which makes deadlines

@@ -378,7 +378,7 @@ var errRaftHung = errors.New("raftnode: raft did not shut down in time; the proc
 // raftShutdownWait bounds raft's own shutdown (its own bound: the
 // caller's deadline may be spent on handing leadership over). A healthy
 // raft stops within a second.
-var raftShutdownWait = 15 * time.Second
+const raftShutdownWait = 15 * time.Second
 
 // shutdownRaft shuts raft down, waiting at most raftShutdownWait:
 // hashicorp/raft's Shutdown can hang (a replication pipeline to a peer

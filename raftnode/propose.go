@@ -100,11 +100,12 @@ func (n *Node) proposeLocal(ctx context.Context, cmd lockstate.Command) (*lockst
 	}
 	// Table time starts once the term's barrier has applied the log
 	// (clock.go): until the duties are ready for this term, retry.
+	var now int64
 	l := n.lead.Load()
-	if l == nil || l.term != n.raft.CurrentTerm() {
-		return nil, 0, fmt.Errorf("%w: the leader is not ready yet", errRetry)
+	ok := l != nil && l.term == n.raft.CurrentTerm()
+	if ok {
+		now, ok = n.clock.read(l.term)
 	}
-	now, ok := n.clock.read(l.term)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: the leader is not ready yet", errRetry)
 	}
