@@ -199,7 +199,7 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(n.raftConfig(), clockedFSM{n.fsm, n.clock}, n.logs, n.bolt, n.snaps, n.trans)
+	r, err := raft.NewRaft(n.raftConfig(), clockedFSM{n.fsm, n.clock}, n.logs, n.bolt, n.snaps, pipelineTransport{n.trans})
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
