@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/raftnode/certs"
 )
 
 // Default values of a Cluster's fields, the same as docker-compose.yml's.
@@ -75,6 +77,11 @@ type Cluster struct {
 	// DefaultImage: the upgrade nemesis starts on an older build.
 	Images map[string]string
 
+	// ids are the server ids of nodes replaced under a new one
+	// (ReplaceAs), LOCKD_ID_N<k>; a node not listed runs as its name.
+	idsMu sync.Mutex
+	ids   map[string]string
+
 	tlsOnce sync.Once
 	tlsConf *tls.Config
 	tlsErr  error
@@ -82,6 +89,9 @@ type Cluster struct {
 
 // Status is a node's GET /v1/status answer (the Go client's type).
 type Status = client.Status
+
+// Member is a member in a Status.
+type Member = client.Member
 
 // Voters counts the members of s that are voters.
 func Voters(s *Status) int {
@@ -200,7 +210,34 @@ func (c *Cluster) Environ() []string {
 	for node, image := range c.Images {
 		env = append(env, "LOCKD_IMAGE_"+strings.ToUpper(node)+"="+image)
 	}
+	c.idsMu.Lock()
+	for node, id := range c.ids {
+		env = append(env, "LOCKD_ID_"+strings.ToUpper(node)+"="+id)
+	}
+	c.idsMu.Unlock()
 	return append(env, c.Env...)
+}
+
+// ID returns the raft server id node runs as: its name, unless ReplaceAs
+// gave it a new one.
+func (c *Cluster) ID(node string) string {
+	c.idsMu.Lock()
+	defer c.idsMu.Unlock()
+	if id := c.ids[node]; id != "" {
+		return id
+	}
+	return node
+}
+
+// NodeByID returns the node that runs as server id, or "" when none does
+// (an id a node was replaced from).
+func (c *Cluster) NodeByID(id string) string {
+	for _, n := range c.Names() {
+		if c.ID(n) == id {
+			return n
+		}
+	}
+	return ""
 }
 
 func (c *Cluster) composeArgs(args ...string) []string {
@@ -500,6 +537,41 @@ func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error
 	return err
 }
 
+// ReplaceAs is Replace under a new server id: node comes back fresh at
+// the same address, as id, with a node certificate for id signed by the
+// cluster's CA. Unless the old id was removed first, the configuration
+// still lists it at that address; the leader drops it when it adds id.
+func (c *Cluster) ReplaceAs(ctx context.Context, node, id string, env ...string) error {
+	if err := c.issueNodeCert(node, id); err != nil {
+		return fmt.Errorf("%s as %s: %w", node, id, err)
+	}
+	c.idsMu.Lock()
+	if c.ids == nil {
+		c.ids = map[string]string{}
+	}
+	c.ids[node] = id
+	c.idsMu.Unlock()
+	return c.Replace(ctx, node, env...)
+}
+
+// issueNodeCert writes <id>.pem and <id>-key.pem for node's address to
+// the certificates directory, as `lockd tls init --node id=IP` would.
+func (c *Cluster) issueNodeCert(node, id string) error {
+	dir := c.certsDir()
+	if _, err := os.Stat(filepath.Join(dir, id+".pem")); err == nil {
+		return nil // an earlier run of this project issued it
+	}
+	ca, err := certs.LoadAuthority(dir)
+	if err != nil {
+		return err
+	}
+	cert, key, err := ca.Node(id, []net.IP{net.ParseIP(c.IP(node))}, nil)
+	if err != nil {
+		return err
+	}
+	return certs.WriteKeyPair(dir, id, cert, key)
+}
+
 // emptyDir removes everything inside dir.
 func emptyDir(dir string) error {
 	entries, err := os.ReadDir(dir)
@@ -558,7 +630,7 @@ func (c *Cluster) Statuses(ctx context.Context) map[string]*Status {
 // when neither exists.
 func (c *Cluster) Leader(ctx context.Context) (string, error) {
 	st := c.Statuses(ctx)
-	return leaderOf(st, len(c.Names())), nil
+	return c.NodeByID(leaderOf(st, len(c.Names()))), nil
 }
 
 func leaderOf(st map[string]*Status, n int) string {
@@ -603,12 +675,23 @@ func (c *Cluster) Healthy(ctx context.Context) error {
 			return fmt.Errorf("leaders disagree: %s says %s, another %s", n, s.Leader.ID, leader)
 		}
 	}
-	ls := st[leader]
+	ls := st[c.NodeByID(leader)]
 	if ls == nil || ls.State != "leader" {
 		return fmt.Errorf("%s is named leader but is not", leader)
 	}
-	if v := Voters(ls); v != len(names) {
-		return fmt.Errorf("leader %s lists %d voters, want %d", leader, v, len(names))
+	return c.checkVoters(ls)
+}
+
+// checkVoters reports nil when the leader's status ls lists as voters
+// exactly the ids the nodes run as: not an id a node was replaced from.
+func (c *Cluster) checkVoters(ls *Status) error {
+	for _, m := range ls.Members {
+		if m.Voter && c.NodeByID(m.ID) == "" {
+			return fmt.Errorf("leader %s lists %s as a voter, which no node runs as", ls.NodeID, m.ID)
+		}
+	}
+	if v := Voters(ls); v != len(c.Names()) {
+		return fmt.Errorf("leader %s lists %d voters, want %d", ls.NodeID, v, len(c.Names()))
 	}
 	return nil
 }

@@ -1,8 +1,17 @@
 package compose
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/lockd/lockd/raftnode/certs"
 )
 
 func TestAddresses(t *testing.T) {
@@ -40,5 +49,55 @@ func TestLeaderOf(t *testing.T) {
 	}
 	if l := leaderOf(map[string]*Status{"n1": nil}, 3); l != "" {
 		t.Fatal(l)
+	}
+}
+
+func TestReplacedIDs(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Subnet: "10.77.50", CertsDir: dir}
+	if c.ID("n2") != "n2" || c.NodeByID("n2") != "n2" {
+		t.Fatal(c.ID("n2"), c.NodeByID("n2"))
+	}
+	if err := c.issueNodeCert("n2", "n2-r1"); err != nil {
+		t.Fatal(err)
+	}
+	c.ids = map[string]string{"n2": "n2-r1"}
+	if c.ID("n2") != "n2-r1" || c.NodeByID("n2-r1") != "n2" || c.NodeByID("n2") != "" {
+		t.Fatal(c.ID("n2"), c.NodeByID("n2-r1"), c.NodeByID("n2"))
+	}
+	if !slices.Contains(c.Environ(), "LOCKD_ID_N2=n2-r1") {
+		t.Fatal("LOCKD_ID_N2 not in the environment")
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "n2-r1.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(raw)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Subject.CommonName != "n2-r1" || !slices.ContainsFunc(cert.IPAddresses, func(ip net.IP) bool { return ip.String() == "10.77.50.12" }) {
+		t.Fatal(cert.Subject.CommonName, cert.IPAddresses)
+	}
+	if err := c.issueNodeCert("n2", "n2-r1"); err != nil { // issued already: kept
+		t.Fatal(err)
+	}
+
+	leader := st("n2-r1", "leader", "n2-r1", 4)
+	leader.Members = []Member{{ID: "n1", Voter: true}, {ID: "n2-r1", Voter: true}, {ID: "n3", Voter: true}}
+	if err := c.checkVoters(leader); err != nil {
+		t.Fatal(err)
+	}
+	leader.Members[1].ID = "n2" // the id n2 was replaced from
+	if err := c.checkVoters(leader); err == nil || !strings.Contains(err.Error(), "no node runs as") {
+		t.Fatal(err)
 	}
 }

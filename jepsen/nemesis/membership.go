@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,18 +23,24 @@ import (
 //     the configuration (DELETE /v1/members/{id} on another node).
 //   - member-shrink (5 nodes): two nodes leave, one after the other:
 //     5 voters → 3.
+//   - member-replace: a node (the leader half the time) is killed and
+//     nobody removes it; it comes back as a fresh node under a new id
+//     at the same address, and the leader must drop the old id when it
+//     adds the new one.
 //
-// Undoing brings each node back, at random either with its old data dir
-// (a removed node that returns) or as a fresh node under the same id
-// with an empty data dir (compose.Cluster.Replace); either way it joins
-// through gossip and the leader adds it as a voter. The undo waits until
-// the cluster is healthy with N voters again.
+// Undoing brings each node back, at random with its old data dir (a
+// removed node that returns), as a fresh node under the same id with an
+// empty data dir (compose.Cluster.Replace), or as a fresh node under a
+// new id (compose.Cluster.ReplaceAs); it joins through gossip and the
+// leader adds it as a voter. The undo waits until the cluster is healthy
+// with N voters again, none of them an id a node was replaced from.
 
 // Membership fault names.
 const (
-	FaultMemberLeave  = "member-leave"
-	FaultMemberRemove = "member-remove"
-	FaultMemberShrink = "member-shrink"
+	FaultMemberLeave   = "member-leave"
+	FaultMemberRemove  = "member-remove"
+	FaultMemberShrink  = "member-shrink"
+	FaultMemberReplace = "member-replace"
 )
 
 // KindMembership draws membership faults.
@@ -42,9 +49,9 @@ const KindMembership = "membership"
 // memberFaults are the membership faults for a cluster of n nodes.
 func memberFaults(n int) []string {
 	if n >= 5 {
-		return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberShrink}
+		return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}
 	}
-	return []string{FaultMemberLeave, FaultMemberRemove}
+	return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}
 }
 
 // leaveTimeout bounds how long a leaving node takes to exit.
@@ -82,7 +89,7 @@ func memberRemove(ctx context.Context, c *compose.Cluster, cfg Config, node stri
 	}
 	var errs []error
 	for _, via := range without(c.Names(), node) {
-		err := c.RemoveMember(ctx, via, node)
+		err := c.RemoveMember(ctx, via, c.ID(node))
 		if err == nil {
 			return ft, nil
 		}
@@ -91,12 +98,48 @@ func memberRemove(ctx context.Context, c *compose.Cluster, cfg Config, node stri
 	return ft, errors.Join(errs...)
 }
 
-// returner decides now how node comes back (old data or fresh, noted in
-// ft's targets) and returns the step that brings it back.
+// memberReplace kills node; undoing brings a fresh node under a new id
+// in its place, with the old id still in the configuration.
+func memberReplace(ctx context.Context, c *compose.Cluster, cfg Config, node string) (*fault, error) {
+	ft := &fault{name: FaultMemberReplace, targets: []string{node}}
+	ft.undo = undoAll(c, cfg.LoneReplacements, []func(context.Context) error{renewer(c, cfg, node, ft)})
+	return ft, Kill(ctx, c, node)
+}
+
+// renewer notes in ft's targets the new id node comes back under and
+// returns the step that brings it back fresh under it.
+func renewer(c *compose.Cluster, cfg Config, node string, ft *fault) func(context.Context) error {
+	id := nextID(c.ID(node))
+	ft.targets = append(ft.targets, node+" back fresh as "+id)
+	return func(ctx context.Context) error { return c.ReplaceAs(ctx, node, id, cfg.replacementEnv()...) }
+}
+
+// nextID is the id a node running as id is replaced under: n1 → n1-r1,
+// n1-r1 → n1-r2.
+func nextID(id string) string {
+	base, gen := id, 0
+	if i := strings.LastIndex(id, "-r"); i > 0 {
+		if g, err := strconv.Atoi(id[i+2:]); err == nil {
+			base, gen = id[:i], g
+		}
+	}
+	return base + "-r" + strconv.Itoa(gen+1)
+}
+
+// returner decides now how node comes back (old data, fresh, or fresh
+// under a new id; noted in ft's targets) and returns the step that
+// brings it back.
 func returner(c *compose.Cluster, cfg Config, node string, r *rand.Rand, ft *fault) func(context.Context) error {
-	if cfg.LoneReplacements || r.Intn(2) == 0 {
+	way := r.Intn(3)
+	if cfg.LoneReplacements {
+		way = 0
+	}
+	switch way {
+	case 0:
 		ft.targets = append(ft.targets, node+" back fresh")
 		return func(ctx context.Context) error { return c.Replace(ctx, node, cfg.replacementEnv()...) }
+	case 1:
+		return renewer(c, cfg, node, ft)
 	}
 	ft.targets = append(ft.targets, node+" back with its data")
 	return func(ctx context.Context) error {
@@ -156,6 +199,12 @@ func applyMembership(ctx context.Context, c *compose.Cluster, cfg Config, r *ran
 	case FaultMemberRemove:
 		others := without(nodes, leader)
 		return memberRemove(ctx, c, cfg, others[r.Intn(len(others))], r)
+	case FaultMemberReplace:
+		n := nodes[r.Intn(len(nodes))]
+		if r.Intn(2) == 0 {
+			n = leader
+		}
+		return memberReplace(ctx, c, cfg, n)
 	case FaultMemberShrink:
 		return memberLeave(ctx, c, cfg, name, shuffled(nodes, r)[:2], r)
 	}

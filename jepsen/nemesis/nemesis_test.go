@@ -128,8 +128,8 @@ func TestFaultsOf(t *testing.T) {
 		{[]string{"mixed", "pause"}, true, 3, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge,
 			FaultKill, FaultPause, FaultClientPause}},
 		{[]string{"clock"}, false, 3, []string{FaultClockBump, FaultClockStrobe}},
-		{[]string{"membership"}, false, 3, []string{FaultMemberLeave, FaultMemberRemove}},
-		{[]string{"membership"}, false, 5, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberShrink}},
+		{[]string{"membership"}, false, 3, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}},
+		{[]string{"membership"}, false, 5, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}},
 	}
 	for _, tt := range tests {
 		if got := faultsOf(tt.kinds, tt.clientPause, tt.nodes); !reflect.DeepEqual(got, tt.want) {
@@ -141,6 +141,14 @@ func TestFaultsOf(t *testing.T) {
 	}
 	if ValidKinds([]string{"clock", "membership"}) != nil {
 		t.Fatal("clock and membership refused")
+	}
+}
+
+func TestNextID(t *testing.T) {
+	for id, want := range map[string]string{"n1": "n1-r1", "n1-r1": "n1-r2", "n3-r9": "n3-r10", "a-rx": "a-rx-r1"} {
+		if got := nextID(id); got != want {
+			t.Errorf("nextID(%q) = %q, want %q", id, got, want)
+		}
 	}
 }
 
