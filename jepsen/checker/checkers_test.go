@@ -298,6 +298,11 @@ func TestLinearizable(t *testing.T) {
 		}, false, ""},
 	}
 	runCases(t, cases, func(ev []history.Event) Result { return Linearizable(ev, Config{}) })
+	t.Run("cut wherever it may be", func(t *testing.T) {
+		defer func(n int) { minSegment = n }(minSegment)
+		minSegment = 1
+		runCases(t, cases, func(ev []history.Event) Result { return Linearizable(ev, Config{}) })
+	})
 }
 
 func TestLinearizableVisualisation(t *testing.T) {

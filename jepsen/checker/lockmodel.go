@@ -206,6 +206,8 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 			return []any{s.withoutProcess(in.Process)}
 		}
 		return []any{s, s.withoutProcess(in.Process)}
+	case kindTokenFloor:
+		return []any{s.withTokenFloor(out.Granted)}
 	case kindHoldsExpired:
 		names := in.Names
 		return []any{s.without(func(_ int, h hold) bool { return h.Proc == in.Process && slices.Contains(names, h.Name) })}
@@ -215,6 +217,23 @@ func step(s *LockState, in LockInput, out LockOutput) []any {
 		return stepAcquire(s, in, out)
 	}
 	return []any{s}
+}
+
+// kindTokenFloor is the operation a segment starts with (segments.go):
+// it raises the largest token of each name in its output's grants to
+// that grant's token.
+const kindTokenFloor = "token-floor"
+
+// withTokenFloor raises s's largest tokens to those of floor.
+func (s *LockState) withTokenFloor(floor []history.Granted) *LockState {
+	maxTok := make(map[string]uint64, len(s.maxTok)+len(floor))
+	for k, v := range s.maxTok {
+		maxTok[k] = v
+	}
+	for _, g := range floor {
+		maxTok[g.Name] = max(maxTok[g.Name], g.Token)
+	}
+	return newState(append([]hold(nil), s.holds...), maxTok)
 }
 
 // withoutProcess ends every hold of proc.
