@@ -88,3 +88,41 @@ func TestLeaderWhoseDiskFails(t *testing.T) {
 		t.Fatalf("after recovery the sick node has %d sessions, want 2 (the first and the one made after the fault)", sessions)
 	}
 }
+
+// The disk nemesis's negative control (--unsafe lying-disk): a leader
+// whose log writes fail answers its proposals as committed and asks for
+// no stop, although its store never held them.
+func TestLyingDiskAcknowledgesWhatItDidNotPersist(t *testing.T) {
+	failing := new(atomic.Bool)
+	stopAsked := make(chan error, 3)
+	var stores []raft.LogStore
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.UnsafeLyingDisk = true
+		cfg.wrapLogs = func(s raft.LogStore) raft.LogStore {
+			stores = append(stores, s)
+			return failingLogs{s, failing}
+		}
+		cfg.StoreFailed = func(err error) { stopAsked <- err }
+	})
+	l := c.readyLeader()
+	createSession(t, l.get(), time.Minute)
+	c.converged()
+	failing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, index, err := l.get().Propose(ctx, &lockstate.CreateSession{TTL: time.Minute})
+	if err != nil || res.Err != nil {
+		t.Fatalf("proposal on lying disks: %+v, %v; want it acknowledged", res, err)
+	}
+	for _, s := range stores {
+		var entry raft.Log
+		if s.GetLog(index, &entry) == nil {
+			t.Fatalf("entry %d acknowledged and in a store: the disk did not fail", index)
+		}
+	}
+	select {
+	case err := <-stopAsked:
+		t.Fatalf("a lying node asked to stop: %v", err)
+	default:
+	}
+}

@@ -76,6 +76,11 @@ type Config struct {
 	// reads it, as lockd did before clock.go: TESTING ONLY, the clock
 	// nemesis's negative control (--unsafe wall-clock).
 	UnsafeWallClock bool
+	// UnsafeLyingDisk answers a failed write of the raft log as if it
+	// had succeeded, and does not stop the node: TESTING ONLY, the disk
+	// nemesis's negative control (--unsafe lying-disk). Such a node
+	// acknowledges entries it has not persisted.
+	UnsafeLyingDisk bool
 	// LogStore is where raft's log lives: LogBolt ("" too) or LogWAL.
 	LogStore string
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).

@@ -103,7 +103,7 @@ func (n *Node) openStores() error {
 	if n.cfg.wrapLogs != nil {
 		logs = n.cfg.wrapLogs(logs)
 	}
-	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed}
+	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed, lie: n.cfg.UnsafeLyingDisk}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}
@@ -697,10 +697,12 @@ func (c *boltCheck) logKey(k, _ []byte) error {
 	return nil
 }
 
-// watchedLogs reports the log store's failed writes (Config.StoreFailed).
+// watchedLogs reports the log store's failed writes (Config.StoreFailed),
+// or with lie (Config.UnsafeLyingDisk) hides them.
 type watchedLogs struct {
 	raft.LogStore
 	failed func(error)
+	lie    bool
 }
 
 func (w *watchedLogs) StoreLog(l *raft.Log) error { return w.check(w.LogStore.StoreLog(l)) }
@@ -712,6 +714,9 @@ func (w *watchedLogs) DeleteRange(min, max uint64) error {
 }
 
 func (w *watchedLogs) check(err error) error {
+	if err != nil && w.lie {
+		return nil
+	}
 	if err != nil {
 		w.failed(err)
 	}

@@ -62,10 +62,14 @@ type config struct {
 // cluster of its own and skips gossip, so each grants locks from its own
 // table. unsafeWallClock: the leader stamps commands with its wall clock
 // as read (raftnode.Config.UnsafeWallClock), so a clock step on it moves
-// every hold TTL; it turns the clock hook on.
+// every hold TTL; it turns the clock hook on. unsafeLyingDisk: a failed
+// write of the raft log is answered as a success
+// (raftnode.Config.UnsafeLyingDisk), so a node whose disk is full
+// acknowledges entries it never persisted.
 const (
 	unsafeNoConsensus = "no-consensus"
 	unsafeWallClock   = "wall-clock"
+	unsafeLyingDisk   = "lying-disk"
 )
 
 // envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
@@ -175,7 +179,8 @@ func parseFlags(args []string) (*config, error) {
 func (c *config) testingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
 		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
-			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves (default $"+envUnsafe+")")
+			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves; \""+
+			unsafeLyingDisk+"\" acknowledges raft log writes that failed (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }
@@ -213,8 +218,8 @@ func (c *config) check() error {
 		return errors.New("--max-wait must be positive")
 	case c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
-	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus && c.Unsafe != unsafeWallClock:
-		return fmt.Errorf("--unsafe %q: the modes are %q and %q", c.Unsafe, unsafeNoConsensus, unsafeWallClock)
+	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus && c.Unsafe != unsafeWallClock && c.Unsafe != unsafeLyingDisk:
+		return fmt.Errorf("--unsafe %q: the modes are %q, %q and %q", c.Unsafe, unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:

@@ -149,6 +149,7 @@ func (a *agent) openRaft() error {
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
 		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, UnsafeWallClock: a.cfg.Unsafe == unsafeWallClock,
+		UnsafeLyingDisk: a.cfg.Unsafe == unsafeLyingDisk,
 		// Fail-stop, as etcd does on a WAL write error: the supervisor
 		// restarts the node, which reads its log back from disk.
 		StoreFailed: func(err error) { a.stop(fmt.Errorf("raft log write failed (full or failing disk?): %w", err)) }}
@@ -159,6 +160,9 @@ func (a *agent) openRaft() error {
 	}
 	if cfg.UnsafeWallClock {
 		a.log.Error("UNSAFE: --unsafe " + unsafeWallClock + ": commands are stamped with the leader's wall clock; a clock step moves every hold TTL")
+	}
+	if cfg.UnsafeLyingDisk {
+		a.log.Error("UNSAFE: --unsafe " + unsafeLyingDisk + ": failed raft log writes are acknowledged as written")
 	}
 	if a.tls != nil {
 		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,10 +24,17 @@ import (
 // leadership to a node that can write, and catch up once space returns;
 // a node that exits meanwhile is started again by its restart policy.
 
-// FaultDiskFull is the disk fault's name; KindDisk draws it.
+// Disk fault names; KindDisk draws them. disk-crash fills the data dirs
+// of a majority (the leader's first), and undoing crashes those nodes
+// (kill -9) while the others are paused, frees their disks and starts
+// them again: a power loss on full disks. They come back with what they
+// persisted and elect a leader among themselves before the others
+// resume, so an entry acknowledged but never persisted (--unsafe
+// lying-disk, the negative control) is lost for good.
 const (
-	FaultDiskFull = "disk-full"
-	KindDisk      = "disk"
+	FaultDiskFull  = "disk-full"
+	FaultDiskCrash = "disk-crash"
+	KindDisk       = "disk"
 )
 
 // fillerName is the file that takes a data dir's free space.
@@ -70,4 +80,78 @@ func diskFull(c *compose.Cluster, node string) (*fault, error) {
 	ft := &fault{name: FaultDiskFull, targets: []string{node},
 		undo: func(context.Context) error { return FreeDisk(c, node) }}
 	return ft, FillDisk(c, node)
+}
+
+// diskCrash fills the data dirs of a majority, the leader's first; undoing
+// crashes them (see FaultDiskCrash).
+func diskCrash(ctx context.Context, c *compose.Cluster, r *rand.Rand) (*fault, error) {
+	nodes := c.Names()
+	full := shuffled(nodes, r)[:len(nodes)/2+1]
+	if l, _ := c.Leader(ctx); l != "" && !slices.Contains(full, l) {
+		full[0] = l
+	}
+	ft := &fault{name: FaultDiskCrash, targets: full,
+		undo: func(ctx context.Context) error { return crashFull(ctx, c, full) }}
+	for _, n := range full {
+		if err := FillDisk(c, n); err != nil {
+			return ft, err
+		}
+	}
+	return ft, nil
+}
+
+// crashFull kills the nodes in full with the others paused, frees their
+// disks, starts them, waits (bounded) until one of them leads, and
+// resumes the others.
+func crashFull(ctx context.Context, c *compose.Cluster, full []string) error {
+	var rest []string
+	for _, n := range c.Names() {
+		if !slices.Contains(full, n) {
+			rest = append(rest, n)
+		}
+	}
+	var errs []error
+	for _, n := range rest {
+		errs = append(errs, Pause(ctx, c, n))
+	}
+	for _, n := range full {
+		errs = append(errs, crash(ctx, c, n), FreeDisk(c, n))
+	}
+	for _, n := range full {
+		errs = append(errs, startNode(ctx, c, n))
+	}
+	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
+	for wctx.Err() == nil {
+		if l, _ := c.Leader(wctx); slices.Contains(full, l) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	cancel()
+	for _, n := range rest {
+		errs = append(errs, Resume(ctx, c, n))
+	}
+	return errors.Join(errs...)
+}
+
+// crash stops node at once: kill -9 if it runs, else (restarting after
+// a fail-stop) docker stop, which ends the restart loop.
+func crash(ctx context.Context, c *compose.Cluster, node string) error {
+	if st, err := c.State(ctx, node); err == nil && st == "running" {
+		return Kill(ctx, c, node)
+	}
+	id, err := c.Container(ctx, node)
+	if err == nil {
+		_, err = compose.Docker(ctx, "stop", "-t", "0", id)
+	}
+	return err
+}
+
+// startNode starts node's stopped container.
+func startNode(ctx context.Context, c *compose.Cluster, node string) error {
+	id, err := c.Container(ctx, node)
+	if err == nil {
+		_, err = compose.Docker(ctx, "start", id)
+	}
+	return err
 }

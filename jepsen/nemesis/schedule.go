@@ -104,7 +104,7 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 		case KindMembership:
 			return memberFaults(nodes)
 		case KindDisk:
-			return []string{FaultDiskFull}
+			return []string{FaultDiskFull, FaultDiskCrash}
 		case KindUpgrade:
 			return []string{FaultUpgrade}
 		}
@@ -371,6 +371,8 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return clockStrobe(ctx, c, clockTarget(ctx, c, r), r)
 	case FaultDiskFull:
 		return diskFull(c, pickNode(true))
+	case FaultDiskCrash:
+		return diskCrash(ctx, c, r)
 	case FaultUpgrade:
 		return upgradeNext(ctx, c)
 	}

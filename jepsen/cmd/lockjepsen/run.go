@@ -41,10 +41,14 @@ const (
 	// no-consensus on the replacement only; run it with --nemesis
 	// membership). ACLs are off: the lone node shares no tokens.
 	negLoneReplacement = "lone-replacement"
+	// negLyingDisk is lockd --unsafe lying-disk: a node acknowledges raft
+	// log writes that failed, so the disk nemesis's disk-crash loses
+	// acknowledged entries (run it with --nemesis disk).
+	negLyingDisk = "lying-disk"
 )
 
 // negatives lists the negative controls.
-var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement}
+var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk}
 
 // withoutACL: the negative controls whose nodes share no tokens.
 func withoutACL(negative string) bool { return separateTables(negative) }
@@ -100,8 +104,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.linTimeout, "lin-timeout", 3*time.Minute, "bound on the linearizability search (then: unknown)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
 	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus), "`+
-		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock) or "`+
-		negLoneReplacement+`" (replaced nodes form clusters of their own); the run must be flagged invalid`)
+		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock), "`+
+		negLoneReplacement+`" (replaced nodes form clusters of their own) or "`+negLyingDisk+
+		`" (lockd acknowledges log writes that failed); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -310,6 +315,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
 	case negWallClock:
 		env = append(env, "LOCKD_UNSAFE=wall-clock")
+	case negLyingDisk:
+		env = append(env, "LOCKD_UNSAFE=lying-disk")
 	case negLoneReplacement:
 		env = append(env, "LOCKD_ACL=0")
 	}
