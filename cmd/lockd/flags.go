@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,12 +66,19 @@ type config struct {
 // every hold TTL; it turns the clock hook on. unsafeLyingDisk: a failed
 // write of the raft log is answered as a success
 // (raftnode.Config.UnsafeLyingDisk), so a node whose disk is full
-// acknowledges entries it never persisted.
+// acknowledges entries it never persisted. unsafeNoFormatGate: the
+// leader writes the newest log format whatever its voters' builds apply
+// (no raftnode.Node.SetLogFormat), so an older voter in a rolling
+// upgrade meets entries it cannot apply.
 const (
-	unsafeNoConsensus = "no-consensus"
-	unsafeWallClock   = "wall-clock"
-	unsafeLyingDisk   = "lying-disk"
+	unsafeNoConsensus  = "no-consensus"
+	unsafeWallClock    = "wall-clock"
+	unsafeLyingDisk    = "lying-disk"
+	unsafeNoFormatGate = "no-format-gate"
 )
+
+// unsafeModes are the --unsafe modes.
+var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate}
 
 // envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
 // compose file passes it to every node).
@@ -180,7 +188,8 @@ func (c *config) testingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
 		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
 			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves; \""+
-			unsafeLyingDisk+"\" acknowledges raft log writes that failed (default $"+envUnsafe+")")
+			unsafeLyingDisk+"\" acknowledges raft log writes that failed; \""+
+			unsafeNoFormatGate+"\" writes log formats older voters cannot apply (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }
@@ -218,8 +227,8 @@ func (c *config) check() error {
 		return errors.New("--max-wait must be positive")
 	case c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
-	case c.Unsafe != "" && c.Unsafe != unsafeNoConsensus && c.Unsafe != unsafeWallClock && c.Unsafe != unsafeLyingDisk:
-		return fmt.Errorf("--unsafe %q: the modes are %q, %q and %q", c.Unsafe, unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk)
+	case c.Unsafe != "" && !slices.Contains(unsafeModes, c.Unsafe):
+		return fmt.Errorf("--unsafe %q: the modes are %q", c.Unsafe, unsafeModes)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:

@@ -238,7 +238,11 @@ func (a *agent) join() error {
 	if err != nil {
 		return fmt.Errorf("start cluster membership: %w", err)
 	}
-	a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
+	if a.cfg.Unsafe == unsafeNoFormatGate {
+		a.log.Error("UNSAFE: --unsafe " + unsafeNoFormatGate + ": the newest log format is written whatever the voters' builds apply")
+	} else {
+		a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
+	}
 	a.cl.Store(c)
 	return nil
 }

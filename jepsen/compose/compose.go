@@ -318,8 +318,9 @@ func BuildImageAt(ctx context.Context, dir, ref, tag string) error {
 
 // SetImage recreates node's container from image, keeping its data
 // (docker-compose up --no-deps, after a graceful stop so that a leader
-// hands over first).
-func (c *Cluster) SetImage(ctx context.Context, node, image string) error {
+// hands over first); env is added to the cluster's environment for this
+// container only.
+func (c *Cluster) SetImage(ctx context.Context, node, image string, env ...string) error {
 	if id, err := c.Container(ctx, node); err == nil {
 		if _, err := Docker(ctx, "stop", "-t", "30", id); err != nil {
 			return err
@@ -329,7 +330,7 @@ func (c *Cluster) SetImage(ctx context.Context, node, image string) error {
 		c.Images = map[string]string{}
 	}
 	c.Images[node] = image
-	_, err := c.Compose(ctx, "up", "-d", "--no-deps", node)
+	_, err := c.composeWith(ctx, env, "up", "-d", "--no-deps", node)
 	return err
 }
 

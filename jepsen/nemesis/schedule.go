@@ -65,6 +65,10 @@ type Config struct {
 	// as fresh nodes that bootstrap a cluster of their own (the
 	// membership nemesis's negative control; see membership.go).
 	LoneReplacements bool
+	// UngatedUpgrade is the upgrade nemesis's negative control (see
+	// upgrade.go): the version gate off on upgraded nodes, the leader
+	// upgraded second, the last node left on the old build.
+	UngatedUpgrade bool
 	// Logf, if set, receives a line per fault and per error.
 	Logf func(format string, args ...any)
 }
@@ -374,7 +378,7 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 	case FaultDiskCrash:
 		return diskCrash(ctx, c, r)
 	case FaultUpgrade:
-		return upgradeNext(ctx, c)
+		return upgradeNext(ctx, c, cfg)
 	}
 	if isMembership(name) {
 		return applyMembership(ctx, c, cfg, r, name)

@@ -3,6 +3,9 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/lockd/lockd/jepsen/compose"
 )
@@ -15,6 +18,13 @@ import (
 // builds run side by side meanwhile, under the version gate (the leader
 // writes no log format an older voter cannot apply). An upgrade is not
 // undone; once every node runs the new build the fault does nothing.
+//
+// The negative control (Config.UngatedUpgrade) upgrades to this build
+// run with --unsafe no-format-gate, the leader as soon as it and the new
+// nodes make a majority, with the other old nodes paused until a new
+// node leads, and leaves the last node on the old build: a partial
+// upgrade whose new leader writes the newest log format while an older
+// voter remains.
 
 // FaultUpgrade is the upgrade fault's name; KindUpgrade draws it.
 const (
@@ -27,26 +37,62 @@ var errNothingToDo = errors.New("nothing to do")
 
 // upgradeNext moves the next node still on an older image to
 // compose.DefaultImage.
-func upgradeNext(ctx context.Context, c *compose.Cluster) (*fault, error) {
+func upgradeNext(ctx context.Context, c *compose.Cluster, cfg Config) (*fault, error) {
 	var old []string
 	for _, n := range c.Names() {
 		if img := c.Images[n]; img != "" && img != compose.DefaultImage {
 			old = append(old, n)
 		}
 	}
-	if len(old) == 0 {
+	if len(old) == 0 || cfg.UngatedUpgrade && len(old) == 1 {
 		return nil, errNothingToDo
 	}
+	leader, _ := c.Leader(ctx)
 	node := old[0]
-	if l, _ := c.Leader(ctx); l == node && len(old) > 1 {
+	if node == leader && len(old) > 1 {
 		node = old[1] // the leader last
+	}
+	var env, paused []string
+	if cfg.UngatedUpgrade {
+		env = []string{"LOCKD_UNSAFE=no-format-gate"}
+		// Once the new nodes with the leader make a majority: elected by
+		// them alone, a new node leads while old voters remain.
+		if n := len(c.Names()); n-len(old) >= n/2 && slices.Contains(old, leader) {
+			node, paused = leader, without(old, leader)
+		}
 	}
 	from := c.Images[node]
 	ft := &fault{name: FaultUpgrade, targets: []string{node, from + " -> " + compose.DefaultImage}}
-	if err := c.SetImage(ctx, node, compose.DefaultImage); err != nil {
-		return ft, err
+	for _, n := range paused {
+		if err := Pause(ctx, c, n); err != nil {
+			return ft, err
+		}
 	}
+	err := c.SetImage(ctx, node, compose.DefaultImage, env...)
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
 	defer cancel()
+	if len(paused) > 0 {
+		err = errors.Join(err, waitNewLeader(wctx, c))
+		for _, n := range paused {
+			err = errors.Join(err, Resume(ctx, c, n))
+		}
+	}
+	if err != nil {
+		return ft, err
+	}
 	return ft, c.WaitHealthy(wctx)
+}
+
+// waitNewLeader waits until a node on compose.DefaultImage leads.
+func waitNewLeader(ctx context.Context, c *compose.Cluster) error {
+	for {
+		if l, _ := c.Leader(ctx); l != "" && c.Images[l] == compose.DefaultImage {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no node of the new build leads: %w", ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }

@@ -45,13 +45,23 @@ const (
 	// log writes that failed, so the disk nemesis's disk-crash loses
 	// acknowledged entries (run it with --nemesis disk).
 	negLyingDisk = "lying-disk"
+	// negUngatedUpgrade: the upgrade nemesis rolls a cluster of a build
+	// before log format 3 (preACLRelease unless --upgrade-from says
+	// otherwise; ACLs off) partly to this one run with --unsafe
+	// no-format-gate, whose leader writes format 3 while an older voter
+	// remains (nemesis.Config.UngatedUpgrade).
+	negUngatedUpgrade = "ungated-upgrade"
 )
 
 // negatives lists the negative controls.
-var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk}
+var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk,
+	negUngatedUpgrade}
 
-// withoutACL: the negative controls whose nodes share no tokens.
-func withoutACL(negative string) bool { return separateTables(negative) }
+// withoutACL: runs with ACLs off (--acl=false), and the negative
+// controls whose nodes share no tokens or predate ACLs.
+func (c *runConfig) withoutACL() bool {
+	return !c.acl || separateTables(c.negative) || c.negative == negUngatedUpgrade
+}
 
 // separateTables: the negative controls whose nodes keep tables of their
 // own, which never converge.
@@ -73,6 +83,7 @@ type runConfig struct {
 	snapshotThreshold, trailingLogs uint64
 	sampleMetrics                   time.Duration // 0: no soak check
 	upgradeFrom                     string        // git ref of the build upgrade runs start on
+	acl                             bool          // ACLs on (compose's default)
 	interval, faultDuration         time.Duration
 	liveness, linTimeout            time.Duration
 	seed                            int64
@@ -95,7 +106,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.DurationVar(&c.hold, "hold", 50*time.Millisecond, "mean time a client holds a lock (and idles between rounds)")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 0, "the nodes' --snapshot-threshold, checked every second (0: raft's default, every 2m); a node cut off longer than --trailing-logs entries comes back through InstallSnapshot")
 	fs.Uint64Var(&c.trailingLogs, "trailing-logs", 0, "the nodes' --trailing-logs (0: raft's default)")
-	fs.StringVar(&c.upgradeFrom, "upgrade-from", previousRelease, "git ref of the build the nodes start on in upgrade runs (--nemesis upgrade rolls them to this one)")
+	fs.StringVar(&c.upgradeFrom, "upgrade-from", "", "git ref of the build the nodes start on in upgrade runs (--nemesis upgrade rolls them to this one; default "+
+		previousRelease+", or "+preACLRelease+" for --negative "+negUngatedUpgrade+")")
+	fs.BoolVar(&c.acl, "acl", true, "ACLs on, as docker-compose.yml starts them; false for --upgrade-from a build before ACLs")
 	fs.DurationVar(&c.sampleMetrics, "sample-metrics", 0, "sample every node's memory, goroutines and open files from /metrics this often, and check they stay flat (the soak check; 0: off)")
 	fs.DurationVar(&c.holdTTL, "hold-ttl", 0, "hold TTL of every acquire (0: none); holders use the resource only before their grant's deadline")
 	fs.DurationVar(&c.interval, "interval", 8*time.Second, "longest quiet time between faults")
@@ -141,6 +154,12 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	}
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano()
+	}
+	if c.upgradeFrom == "" {
+		c.upgradeFrom = previousRelease
+		if c.negative == negUngatedUpgrade {
+			c.upgradeFrom = preACLRelease
+		}
 	}
 	if c.dir == "" {
 		d, err := repoRoot()
@@ -206,6 +225,7 @@ func runCmd(args []string) (int, error) {
 	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
 		PortPrefix: cfg.ports}
 	if slices.Contains(cfg.nemeses, nemesis.KindUpgrade) {
+		previousImage := "lockd:at-" + strings.Map(imageTagRune, cfg.upgradeFrom) // runs side by side may start on other builds
 		logf("building %s from %s, the build upgrade runs start on", previousImage, cfg.upgradeFrom)
 		if err := compose.BuildImageAt(ctx, cfg.dir, cfg.upgradeFrom, previousImage); err != nil {
 			return 1, fmt.Errorf("build %s: %w", previousImage, err)
@@ -233,7 +253,7 @@ func runCmd(args []string) (int, error) {
 	}
 
 	var toks *workload.Tokens
-	if !withoutACL(cfg.negative) {
+	if !cfg.withoutACL() {
 		if toks, err = setupACL(ctx, cl, cfg.clients, logf); err != nil {
 			saveLogs(cl, outDir)
 			return 1, fmt.Errorf("ACL setup: %w", err)
@@ -251,12 +271,22 @@ func runCmd(args []string) (int, error) {
 }
 
 // previousRelease is the build upgrade runs start on by default: the
-// last commit before issue 14 (fault classes), and previousImage its
-// image.
+// last commit before issue 14 (fault classes).
 const (
 	previousRelease = "77099b9"
-	previousImage   = "lockd:previous"
+	// preACLRelease is the last commit before ACLs and log format 3
+	// (issue 11): an upgrade from it crosses a log format change.
+	preACLRelease = "27210eb"
 )
+
+// imageTagRune keeps the runes a docker tag may hold and maps the rest
+// to '-'.
+func imageTagRune(r rune) rune {
+	if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+		return r
+	}
+	return '-'
+}
 
 // diskSize is the size of each node's data dir in disk runs.
 const diskSize = "64m"
@@ -312,12 +342,13 @@ func clusterEnv(cfg *runConfig) []string {
 	switch cfg.negative {
 	case negNoConsensus:
 		// Each node is a cluster of its own: no tokens would be shared.
-		env = append(env, "LOCKD_UNSAFE=no-consensus", "LOCKD_ACL=0")
+		env = append(env, "LOCKD_UNSAFE=no-consensus")
 	case negWallClock:
 		env = append(env, "LOCKD_UNSAFE=wall-clock")
 	case negLyingDisk:
 		env = append(env, "LOCKD_UNSAFE=lying-disk")
-	case negLoneReplacement:
+	}
+	if cfg.withoutACL() {
 		env = append(env, "LOCKD_ACL=0")
 	}
 	return env
@@ -482,6 +513,7 @@ func mainPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *hi
 		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
 			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
 			SessionTTL: cfg.ttl, LoneReplacements: cfg.negative == negLoneReplacement}
+		ncfg.UngatedUpgrade = cfg.negative == negUngatedUpgrade
 		if cfg.verbose {
 			ncfg.Logf = logf
 		}
