@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/anishathalye/porcupine"
@@ -18,9 +19,14 @@ import (
 //     outcome (granted or refused), not moved at the last cut; it moves
 //     whole into the next segment, its call put at the cut;
 //   - every process has settled all it did before the cut: nothing held,
-//     nothing of unknown outcome since its last ok close or lost session;
-//   - no observe read returned after the earliest call of those moved
-//     acquires (it could have seen one of them holding).
+//     nothing of unknown outcome since its last ok close or lost session
+//     — a lost session or an expired hold TTL settles only grants that
+//     returned before it was called, since the model may place it
+//     anywhere in its window;
+//   - no observe read and no acquire of unknown outcome returned after
+//     the earliest call of those moved acquires (the read could have
+//     seen one of them holding; the acquire's choice of locks, under
+//     require any or majority, could have depended on their holds).
 //
 // If the whole history is linearizable, so is every segment from the
 // empty table: in a linearization, move the in-flight acquires after the
@@ -30,7 +36,7 @@ import (
 // over: a segment starts with an operation (kindTokenFloor) that raises
 // each name's largest token to the largest granted in earlier segments
 // by an acquire that returned before the moved acquires were called, so
-// before they were granted.
+// before they were granted (the others join the floor at the next cut).
 
 // minSegment is the fewest operations a segment is cut after: porcupine
 // judges a few thousand operations in well under a second. (A variable:
@@ -89,10 +95,19 @@ func cutPartition(ops []porcupine.Operation, minOps, lane int) [][]porcupine.Ope
 		edges = append(edges, opEdge{at: o.Call, op: i}, opEdge{at: o.Return, ret: true, op: i})
 	}
 	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].at != edges[j].at {
-			return edges[i].at < edges[j].at
+		a, b := edges[i], edges[j]
+		if a.at != b.at {
+			return a.at < b.at
 		}
-		return !edges[i].ret && edges[j].ret // calls first: equal times overlap
+		if a.ret != b.ret {
+			return !a.ret // calls first: equal times overlap
+		}
+		// A lost session last: a failed close ending at the same time
+		// would otherwise leave its process in doubt for good.
+		if la, lb := isLost(ops[a.op]), isLost(ops[b.op]); la != lb {
+			return lb
+		}
+		return a.op < b.op
 	})
 	c := newCutter(ops, lane)
 	var segs [][]porcupine.Operation
@@ -113,31 +128,36 @@ func cutPartition(ops []porcupine.Operation, minOps, lane int) [][]porcupine.Ope
 
 // cutter follows one partition through time and cuts it.
 type cutter struct {
-	ops         []porcupine.Operation
-	assigned    []bool
-	segment     []porcupine.Operation // returned operations of the current segment
-	done        int
-	inFlight    map[int]bool
-	blocking    int // operations in flight that are not acquires of definite outcome
-	procs       map[int]*procState
-	unsettled   int   // processes holding something or in doubt
-	lastObserve int64 // return of the latest observe
-	floor       map[string]uint64
-	lane        int
+	ops       []porcupine.Operation
+	assigned  []bool
+	segment   []porcupine.Operation // returned operations of the current segment
+	done      int
+	inFlight  map[int]bool
+	blocking  int // operations in flight that are not acquires of definite outcome
+	procs     map[int]*procState
+	unsettled int   // processes holding something or in doubt
+	lastRead  int64 // return of the latest observe or acquire of unknown outcome
+	floor     map[string]uint64
+	nextFloor map[string]uint64 // grants that join the floor at the next cut
+	lane      int
 }
 
 // procState is what one process may hold, as its returned operations say.
 type procState struct {
-	holds map[string]bool
-	doubt bool // an operation of unknown outcome since its last ok close or lost
+	holds      map[string]int64 // name -> return of its grant
+	doubt      bool             // an operation of unknown outcome since its last ok close or lost
+	doubtUntil int64            // the latest return of those operations
 }
 
 func (p *procState) settled() bool { return len(p.holds) == 0 && !p.doubt }
 
 func newCutter(ops []porcupine.Operation, lane int) *cutter {
 	return &cutter{ops: ops, assigned: make([]bool, len(ops)), inFlight: map[int]bool{},
-		procs: map[int]*procState{}, lastObserve: -1 << 62, floor: map[string]uint64{}, lane: lane}
+		procs: map[int]*procState{}, lastRead: -1 << 62, floor: map[string]uint64{},
+		nextFloor: map[string]uint64{}, lane: lane}
 }
+
+func isLost(o porcupine.Operation) bool { return o.Input.(LockInput).Kind == history.Lost }
 
 func movable(o porcupine.Operation) bool {
 	t := o.Output.(LockOutput).Type
@@ -162,16 +182,16 @@ func (c *cutter) returned(i int) {
 		c.done++
 	}
 	in, out := c.ops[i].Input.(LockInput), c.ops[i].Output.(LockOutput)
-	if in.Kind == history.Observe {
-		c.lastObserve = c.ops[i].Return
+	if in.Kind == history.Observe || in.Kind == history.Acquire && out.Type == history.Info {
+		c.lastRead = c.ops[i].Return
 	}
 	p := c.procs[in.Process]
 	if p == nil {
-		p = &procState{holds: map[string]bool{}}
+		p = &procState{holds: map[string]int64{}}
 		c.procs[in.Process] = p
 	}
 	before := p.settled()
-	p.apply(in, out)
+	p.apply(c.ops[i])
 	switch after := p.settled(); {
 	case before && !after:
 		c.unsettled++
@@ -180,20 +200,39 @@ func (c *cutter) returned(i int) {
 	}
 }
 
-// apply follows what in (with outcome out) does to the process's holds.
-func (p *procState) apply(in LockInput, out LockOutput) {
+// apply follows what operation o, returned, does to the process's holds.
+func (p *procState) apply(o porcupine.Operation) {
+	in, out := o.Input.(LockInput), o.Output.(LockOutput)
 	switch {
-	case in.Kind == history.Lost, in.Kind == history.Close && out.Type == history.OK:
+	case in.Kind == history.Close && out.Type == history.OK:
 		clear(p.holds)
 		p.doubt = false
+	case in.Kind == history.Lost:
+		// The model may place the loss anywhere from its call on: before
+		// a grant that returned later, and before an operation of unknown
+		// outcome that took effect later.
+		p.endHolds(o.Call, nil)
+		p.doubt = p.doubt && p.doubtUntil >= o.Call
 	case in.Kind == history.Close, out.Type == history.Info && in.Kind != kindHoldsExpired && in.Kind != history.Observe:
 		p.doubt = true
+		p.doubtUntil = max(p.doubtUntil, o.Return)
 	case in.Kind == history.Acquire && out.Type == history.OK:
 		for _, g := range out.Granted {
-			p.holds[g.Name] = true
+			p.holds[g.Name] = o.Return
 		}
-	case in.Kind == kindHoldsExpired, in.Kind == history.Release && (out.Type == history.OK || out.Error == "not_held"):
+	case in.Kind == kindHoldsExpired:
+		p.endHolds(o.Call, in.Names)
+	case in.Kind == history.Release && (out.Type == history.OK || out.Error == "not_held"):
 		for _, n := range in.Names {
+			delete(p.holds, n)
+		}
+	}
+}
+
+// endHolds ends the holds of names (nil: all) granted before call.
+func (p *procState) endHolds(call int64, names []string) {
+	for n, granted := range p.holds {
+		if granted < call && (names == nil || slices.Contains(names, n)) {
 			delete(p.holds, n)
 		}
 	}
@@ -205,8 +244,8 @@ func (c *cutter) canCut() bool {
 		return false
 	}
 	for i := range c.inFlight {
-		if c.assigned[i] || c.ops[i].Call <= c.lastObserve {
-			return false // moved at the last cut already, or maybe seen by an observe
+		if c.assigned[i] || c.ops[i].Call <= c.lastRead {
+			return false // moved at the last cut already, or its hold maybe seen
 		}
 	}
 	return true
@@ -235,19 +274,29 @@ func (c *cutter) cut(at int64) []porcupine.Operation {
 }
 
 // raiseFloor raises the token floor by the grants of seg that returned
-// before the first call of the moved operations.
+// before the first call of the moved operations; the other grants of seg
+// raise it at the next cut (the acquires moved then were called after
+// this cut).
 func (c *cutter) raiseFloor(seg []porcupine.Operation, moved []int) {
+	for n, t := range c.nextFloor {
+		c.floor[n] = max(c.floor[n], t)
+	}
+	clear(c.nextFloor)
 	before := int64(1<<63 - 1)
 	for _, i := range moved {
 		before = min(before, c.ops[i].Call)
 	}
 	for _, o := range seg {
 		in, out := o.Input.(LockInput), o.Output.(LockOutput)
-		if in.Kind != history.Acquire || out.Type != history.OK || o.Return >= before {
+		if in.Kind != history.Acquire || out.Type != history.OK {
 			continue
 		}
+		floor := c.floor
+		if o.Return >= before {
+			floor = c.nextFloor
+		}
 		for _, g := range out.Granted {
-			c.floor[g.Name] = max(c.floor[g.Name], g.Token)
+			floor[g.Name] = max(floor[g.Name], g.Token)
 		}
 	}
 }

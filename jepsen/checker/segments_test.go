@@ -2,6 +2,7 @@ package checker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lockd/lockd/jepsen/history"
 )
@@ -115,5 +116,58 @@ func TestSegmentMovesAnAcquireInFlight(t *testing.T) {
 	}
 	if floor == 0 || grant == 0 {
 		t.Fatalf("no floor or no grant in %v", ops)
+	}
+}
+
+// Histories a review found judged wrongly once cut (each valid or
+// invalid as a whole; cut wherever the rules allow, the verdict must
+// not change).
+func TestSegmentsKeepTheVerdict(t *testing.T) {
+	ttlAcquire := func(h *hb, p int, name string, tok uint64) {
+		h.add(history.Event{Type: history.Invoke, Process: p, F: history.Acquire, Locks: []history.Lock{wl(name)}, HoldTTL: time.Microsecond})
+		h.add(history.Event{Type: history.OK, Process: p, F: history.Acquire, Granted: []history.Granted{wg(name, tok)}, Token: tok, HoldTTL: time.Microsecond})
+	}
+	tests := []struct {
+		name  string
+		build func(h *hb)
+	}{
+		{"an acquire of unknown outcome chose its lock by a hold moved past the cut", func(h *hb) {
+			h.acquire(1, wl("L"))
+			h.acquireReq(2, "any", wl("L"), wl("M"))
+			h.done(2, history.Acquire, history.Info, "timeout")
+			h.release(2, "M") // so p2 got M: p1 had L
+			h.close(2, history.OK)
+			h.granted(1, wg("L", 1))
+		}},
+		{"a lost session ends only the grants before its window", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lost(1) // the model may place the loss before the grant
+			h.observe(2, "a", held(1, "write", 1))
+		}},
+		{"an expired hold TTL ends only the grants before its window", func(h *hb) {
+			ttlAcquire(h, 1, "a", 1)
+			h.releaseInv(1, "a")
+			h.done(1, history.Release, history.Fail, "unavailable")
+			h.observe(2, "a", held(1, "write", 1))
+		}},
+		{"a token regression two cuts later", func(h *hb) {
+			h.acquire(2, wl("a"))
+			h.lock(1, "a", 5)
+			h.release(1, "a") // cut: a@5 returned after p2's call
+			h.done(2, history.Acquire, history.Fail, "timeout")
+			h.lock(3, "a", 3) // after a@5
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &hb{}
+			tt.build(h)
+			whole := Linearizable(h.ev, Config{})
+			defer func(n int) { minSegment = n }(minSegment)
+			minSegment = 1
+			if cut := Linearizable(h.ev, Config{}); cut.Verdict != whole.Verdict {
+				t.Fatalf("whole %s, cut into %d segments %s: %v", whole.Verdict, cut.Counts["segments"], cut.Verdict, cut.Anomalies)
+			}
+		})
 	}
 }
