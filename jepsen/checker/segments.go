@@ -48,25 +48,14 @@ var minSegment = 2000
 // partition of its own. It returns the new operations and the number of
 // segments.
 func segmentOperations(ops []porcupine.Operation, minOps int) ([]porcupine.Operation, int) {
-	byPart := map[int][]porcupine.Operation{}
-	var parts []int
-	for _, o := range ops {
-		p := o.Input.(LockInput).Part
-		if _, ok := byPart[p]; !ok {
-			parts = append(parts, p)
-		}
-		byPart[p] = append(byPart[p], o)
-	}
-	sort.Ints(parts)
 	lane := 0
 	for _, o := range ops {
 		lane = max(lane, o.ClientId+1)
 	}
 	var out []porcupine.Operation
 	next := 0
-	for _, p := range parts {
-		segs := cutPartition(byPart[p], minOps, lane)
-		for _, seg := range segs {
+	for _, part := range partitionByPart(ops) {
+		for _, seg := range cutPartition(part, minOps, lane) {
 			for _, o := range seg {
 				in := o.Input.(LockInput)
 				in.Part = next
