@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -121,11 +120,8 @@ func crashFull(ctx context.Context, c *compose.Cluster, full []string) error {
 		errs = append(errs, startNode(ctx, c, n))
 	}
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
-	for wctx.Err() == nil {
-		if l, _ := c.Leader(wctx); slices.Contains(full, l) {
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
+	if err := waitLeader(wctx, c, func(l string) bool { return slices.Contains(full, l) }); err != nil {
+		errs = append(errs, fmt.Errorf("none of %v leads: %w", full, err))
 	}
 	cancel()
 	for _, n := range rest {

@@ -72,7 +72,9 @@ func upgradeNext(ctx context.Context, c *compose.Cluster, cfg Config) (*fault, e
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
 	defer cancel()
 	if len(paused) > 0 {
-		err = errors.Join(err, waitNewLeader(wctx, c))
+		if werr := waitLeader(wctx, c, func(l string) bool { return c.Images[l] == compose.DefaultImage }); werr != nil {
+			err = errors.Join(err, fmt.Errorf("no node of the new build leads: %w", werr))
+		}
 		for _, n := range paused {
 			err = errors.Join(err, Resume(ctx, c, n))
 		}
@@ -83,15 +85,15 @@ func upgradeNext(ctx context.Context, c *compose.Cluster, cfg Config) (*fault, e
 	return ft, c.WaitHealthy(wctx)
 }
 
-// waitNewLeader waits until a node on compose.DefaultImage leads.
-func waitNewLeader(ctx context.Context, c *compose.Cluster) error {
+// waitLeader waits until a node that ok accepts leads, or ctx ends.
+func waitLeader(ctx context.Context, c *compose.Cluster, ok func(node string) bool) error {
 	for {
-		if l, _ := c.Leader(ctx); l != "" && c.Images[l] == compose.DefaultImage {
+		if l, _ := c.Leader(ctx); l != "" && ok(l) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no node of the new build leads: %w", ctx.Err())
+			return ctx.Err()
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
