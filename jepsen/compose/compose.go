@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,6 +228,35 @@ func (c *Cluster) ID(node string) string {
 		return id
 	}
 	return node
+}
+
+// LearnIDs asks every running node which server id it runs as (its
+// container's --node-id), so that a Cluster made for a running project —
+// `lockjepsen nemesis` after `lockjepsen run --keep` — knows the nodes
+// ReplaceAs gave new ids. A node that is not running keeps what it had.
+func (c *Cluster) LearnIDs(ctx context.Context) {
+	for _, n := range c.Names() {
+		id, err := c.Container(ctx, n)
+		if err != nil {
+			continue
+		}
+		out, err := Docker(ctx, "inspect", "--format", "{{json .Config.Cmd}}", id)
+		if err != nil {
+			continue
+		}
+		var cmd []string
+		if json.Unmarshal([]byte(out), &cmd) != nil {
+			continue
+		}
+		if i := slices.Index(cmd, "--node-id"); i >= 0 && i+1 < len(cmd) && cmd[i+1] != n {
+			c.idsMu.Lock()
+			if c.ids == nil {
+				c.ids = map[string]string{}
+			}
+			c.ids[n] = cmd[i+1]
+			c.idsMu.Unlock()
+		}
+	}
 }
 
 // NodeByID returns the node that runs as server id, or "" when none does

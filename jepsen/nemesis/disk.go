@@ -86,8 +86,8 @@ func diskFull(c *compose.Cluster, node string) (*fault, error) {
 func diskCrash(ctx context.Context, c *compose.Cluster, r *rand.Rand) (*fault, error) {
 	nodes := c.Names()
 	full := shuffled(nodes, r)[:len(nodes)/2+1]
-	if l, _ := c.Leader(ctx); l != "" && !slices.Contains(full, l) {
-		full[0] = l
+	if l, _ := c.Leader(ctx); l != "" {
+		full = append([]string{l}, slices.DeleteFunc(full, func(n string) bool { return n == l })...)[:len(full)]
 	}
 	ft := &fault{name: FaultDiskCrash, targets: full,
 		undo: func(ctx context.Context) error { return crashFull(ctx, c, full) }}
@@ -109,10 +109,7 @@ func crashFull(ctx context.Context, c *compose.Cluster, full []string) error {
 			rest = append(rest, n)
 		}
 	}
-	var errs []error
-	for _, n := range rest {
-		errs = append(errs, Pause(ctx, c, n))
-	}
+	errs := []error{pauseAll(ctx, c, rest)}
 	for _, n := range full {
 		errs = append(errs, crash(ctx, c, n), FreeDisk(c, n))
 	}
@@ -124,9 +121,7 @@ func crashFull(ctx context.Context, c *compose.Cluster, full []string) error {
 		errs = append(errs, fmt.Errorf("none of %v leads: %w", full, err))
 	}
 	cancel()
-	for _, n := range rest {
-		errs = append(errs, Resume(ctx, c, n))
-	}
+	errs = append(errs, resumeAll(c, rest))
 	return errors.Join(errs...)
 }
 

@@ -63,26 +63,46 @@ func upgradeNext(ctx context.Context, c *compose.Cluster, cfg Config) (*fault, e
 	}
 	from := c.Images[node]
 	ft := &fault{name: FaultUpgrade, targets: []string{node, from + " -> " + compose.DefaultImage}}
-	for _, n := range paused {
-		if err := Pause(ctx, c, n); err != nil {
-			return ft, err
-		}
+	err := pauseAll(ctx, c, paused)
+	if err == nil {
+		err = c.SetImage(ctx, node, compose.DefaultImage, env...)
 	}
-	err := c.SetImage(ctx, node, compose.DefaultImage, env...)
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
 	defer cancel()
 	if len(paused) > 0 {
-		if werr := waitLeader(wctx, c, func(l string) bool { return c.Images[l] == compose.DefaultImage }); werr != nil {
-			err = errors.Join(err, fmt.Errorf("no node of the new build leads: %w", werr))
+		if err == nil {
+			if werr := waitLeader(wctx, c, func(l string) bool { return c.Images[l] == compose.DefaultImage }); werr != nil {
+				err = fmt.Errorf("no node of the new build leads: %w", werr)
+			}
 		}
-		for _, n := range paused {
-			err = errors.Join(err, Resume(ctx, c, n))
-		}
+		err = errors.Join(err, resumeAll(c, paused))
 	}
 	if err != nil {
 		return ft, err
 	}
 	return ft, c.WaitHealthy(wctx)
+}
+
+// pauseAll pauses nodes; if one fails it resumes those it paused.
+func pauseAll(ctx context.Context, c *compose.Cluster, nodes []string) error {
+	for i, n := range nodes {
+		if err := Pause(ctx, c, n); err != nil {
+			return errors.Join(err, resumeAll(c, nodes[:i]))
+		}
+	}
+	return nil
+}
+
+// resumeAll resumes nodes with a context of its own: the fault's may
+// have run out, and a node left paused would stay so until the end.
+func resumeAll(c *compose.Cluster, nodes []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), RestartTimeout)
+	defer cancel()
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, Resume(ctx, c, n))
+	}
+	return errors.Join(errs...)
 }
 
 // waitLeader waits until a node that ok accepts leads, or ctx ends.

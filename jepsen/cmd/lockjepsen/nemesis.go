@@ -67,6 +67,7 @@ func nemesisCmd(args []string) int {
 	c.Token = o.token
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+	c.LearnIDs(ctx) // nodes a run replaced under new ids keep them
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	command, ok := nemesisCommands[cmd]
 	if !ok {
@@ -171,7 +172,7 @@ func (n *nemesisSession) remove() error {
 		if via == node {
 			continue
 		}
-		if err = n.c.RemoveMember(n.ctx, via, node); err == nil {
+		if err = n.c.RemoveMember(n.ctx, via, n.c.ID(node)); err == nil {
 			return nil
 		}
 	}

@@ -118,8 +118,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the workload and the nemesis (0: from the clock)")
 	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus), "`+
 		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock), "`+
-		negLoneReplacement+`" (replaced nodes form clusters of their own) or "`+negLyingDisk+
-		`" (lockd acknowledges log writes that failed); the run must be flagged invalid`)
+		negLoneReplacement+`" (replaced nodes form clusters of their own), "`+negLyingDisk+
+		`" (lockd acknowledges log writes that failed) or "`+negUngatedUpgrade+
+		`" (an upgrade without the version gate); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -149,6 +150,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	if c.negative != "" && !slices.Contains(negatives, c.negative) {
 		return nil, fmt.Errorf("--negative %q: want one of %q", c.negative, negatives)
 	}
+	if err := c.checkNegative(); err != nil {
+		return nil, err
+	}
 	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second || c.holdTTL < 0 {
 		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s, --hold-ttl ≥ 0")
 	}
@@ -172,6 +176,20 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		c.out = filepath.Join(c.dir, "jepsen", "results")
 	}
 	return c, nil
+}
+
+// checkNegative refuses a negative control that its run could not
+// expose: it would end "not flagged" whatever lockd does.
+func (c *runConfig) checkNegative() error {
+	needs := map[string]string{negWallClock: nemesis.KindClock, negLyingDisk: nemesis.KindDisk,
+		negUngatedUpgrade: nemesis.KindUpgrade, negLoneReplacement: nemesis.KindMembership}
+	if kind, ok := needs[c.negative]; ok && !slices.Contains(c.nemeses, kind) {
+		return fmt.Errorf("--negative %s needs --nemesis %s", c.negative, kind)
+	}
+	if c.negative == negIntruderAdmin && !c.acl {
+		return fmt.Errorf("--negative %s needs ACLs (the intruder has a token)", negIntruderAdmin)
+	}
+	return nil
 }
 
 // repoRoot walks up from the working directory to docker-compose.yml.
