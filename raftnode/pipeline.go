@@ -18,8 +18,9 @@ import (
 //
 // pipelineTransport closes a pipeline at the first response that ends
 // pipelineDecode — the same three conditions — so that the blocked send
-// returns (raft.ErrPipelineShutdown) and raft falls back to plain
-// AppendEntries, which retries and catches the follower up.
+// returns (raft.ErrPipelineShutdown, or a write error on the closed
+// connection) and raft falls back to plain AppendEntries, which retries
+// and catches the follower up.
 type pipelineTransport struct{ *raft.NetworkTransport }
 
 // AppendEntriesPipeline returns the transport's pipeline to target,
