@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A negative control is refused where its run could not expose it, and
+// --upgrade-from defaults to the build the control needs.
+func TestNegativeControlFlags(t *testing.T) {
+	tests := []struct {
+		args    string
+		wantErr string
+		from    string
+	}{
+		{"--nemesis clock --negative wall-clock", "", previousRelease},
+		{"--nemesis partition --negative wall-clock", "needs --nemesis clock", ""},
+		{"--nemesis disk --negative lying-disk", "", previousRelease},
+		{"--nemesis kill --negative lying-disk", "needs --nemesis disk", ""},
+		{"--nemesis upgrade --negative ungated-upgrade", "", preACLRelease},
+		{"--nemesis upgrade --negative ungated-upgrade --upgrade-from abc123", "", "abc123"},
+		{"--nemesis pause --negative ungated-upgrade", "needs --nemesis upgrade", ""},
+		{"--nemesis membership,kill --negative lone-replacement", "", previousRelease},
+		{"--nemesis none --negative intruder-admin --acl=false", "needs ACLs", ""},
+		{"--nemesis none --negative bogus", "want one of", ""},
+	}
+	for _, tt := range tests {
+		c, err := parseRunFlags(append(strings.Fields(tt.args), "--dir", t.TempDir()))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tt.args, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: error %v, want one saying %q", tt.args, err, tt.wantErr)
+		case err == nil && c.upgradeFrom != tt.from:
+			t.Errorf("%s: --upgrade-from %q, want %q", tt.args, c.upgradeFrom, tt.from)
+		}
+	}
+}
