@@ -25,7 +25,7 @@ import (
 func clockTarget(ctx context.Context, c *compose.Cluster, r *rand.Rand) string {
 	nodes := c.Names()
 	if r.Intn(4) != 0 {
-		if l, _ := c.Leader(ctx); l != "" {
+		if l := currentLeader(ctx, c); l != "" {
 			return l
 		}
 	}

@@ -315,6 +315,21 @@ func undo(ctx context.Context, ft *fault) error {
 	return err
 }
 
+// currentLeader asks c for its leader up to three times: under load one
+// round of status reads can time out, and a fault meant for the leader
+// would go to a random node instead.
+func currentLeader(ctx context.Context, c *compose.Cluster) string {
+	for range 3 {
+		if l, _ := c.Leader(ctx); l != "" {
+			return l
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			break
+		}
+	}
+	return ""
+}
+
 // apply applies one fault. It returns a nil fault when nothing was
 // applied; a non-nil fault with an error when something may have been
 // (so that it gets undone).
@@ -322,7 +337,7 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 	nodes := c.Names()
 	pickNode := func(leaderToo bool) string {
 		if leaderToo && r.Intn(2) == 0 {
-			if l, _ := c.Leader(ctx); l != "" {
+			if l := currentLeader(ctx, c); l != "" {
 				return l
 			}
 		}
@@ -350,7 +365,15 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 	case FaultPartitionBridge:
 		return partition(name, Bridge(nodes, r))
 	case FaultKill:
-		n := pickNode(true)
+		n := ""
+		if cfg.LoneReplacements {
+			// The control: the cluster's leader dies, so that its clients
+			// fail over, some onto a lone replacement.
+			n = currentLeader(ctx, c)
+		}
+		if n == "" {
+			n = pickNode(true)
+		}
 		ft := &fault{name: name, targets: []string{n},
 			undo: func(ctx context.Context) error { return Restart(ctx, c, n) }}
 		return ft, Kill(ctx, c, n)
