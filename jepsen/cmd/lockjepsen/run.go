@@ -147,15 +147,18 @@ func parseRunFlags(args []string) (*runConfig, error) {
 			return nil, err
 		}
 	}
-	if c.negative != "" && !slices.Contains(negatives, c.negative) {
-		return nil, fmt.Errorf("--negative %q: want one of %q", c.negative, negatives)
-	}
 	if err := c.checkNegative(); err != nil {
 		return nil, err
 	}
 	if c.clients < 1 || c.duration <= 0 || c.ttl < time.Second || c.holdTTL < 0 {
 		return nil, errors.New("--clients must be ≥ 1, --time > 0, --ttl ≥ 1s, --hold-ttl ≥ 0")
 	}
+	return c, c.fillDefaults()
+}
+
+// fillDefaults sets what was left to its default: the seed, the build
+// upgrades start on, the repository and results directories.
+func (c *runConfig) fillDefaults() error {
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano()
 	}
@@ -168,19 +171,22 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	if c.dir == "" {
 		d, err := repoRoot()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.dir = d
 	}
 	if c.out == "" {
 		c.out = filepath.Join(c.dir, "jepsen", "results")
 	}
-	return c, nil
+	return nil
 }
 
-// checkNegative refuses a negative control that its run could not
-// expose: it would end "not flagged" whatever lockd does.
+// checkNegative refuses a negative control that is unknown, or that its
+// run could not expose: it would end "not flagged" whatever lockd does.
 func (c *runConfig) checkNegative() error {
+	if c.negative != "" && !slices.Contains(negatives, c.negative) {
+		return fmt.Errorf("--negative %q: want one of %q", c.negative, negatives)
+	}
 	needs := map[string]string{negWallClock: nemesis.KindClock, negLyingDisk: nemesis.KindDisk,
 		negUngatedUpgrade: nemesis.KindUpgrade, negLoneReplacement: nemesis.KindMembership}
 	if kind, ok := needs[c.negative]; ok && !slices.Contains(c.nemeses, kind) {
