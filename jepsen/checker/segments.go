@@ -70,10 +70,9 @@ func segmentOperations(ops []porcupine.Operation, minOps int) ([]porcupine.Opera
 
 // opEdge is a call or a return of operation op at time at.
 type opEdge struct {
-	at   int64
-	ret  bool
-	op   int
-	call int64
+	at  int64
+	ret bool
+	op  int
 }
 
 // cutPartition returns one partition's operations in segments; token
