@@ -114,6 +114,9 @@ func TestLyingDiskAcknowledgesWhatItDidNotPersist(t *testing.T) {
 	if err != nil || res.Err != nil {
 		t.Fatalf("proposal on lying disks: %+v, %v; want it acknowledged", res, err)
 	}
+	if len(stores) < 3 {
+		t.Fatalf("%d log stores wrapped, want 3", len(stores))
+	}
 	for _, s := range stores {
 		var entry raft.Log
 		if s.GetLog(index, &entry) == nil {
