@@ -49,6 +49,7 @@ type options struct {
 	lockdFlags                    string
 	caCert, clientCert, clientKey string
 	token                         string
+	serveNull                     string
 }
 
 // parseFlags parses the command line into options.
@@ -73,6 +74,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
 	flag.StringVar(&o.clientKey, "client-key", "", "with --addrs: the key of --client-cert, in `FILE`")
 	flag.StringVar(&o.token, "token", os.Getenv("LOCKD_TOKEN"), "with --addrs: the ACL token `SECRET` of a cluster run with --acl (env LOCKD_TOKEN)")
+	flag.StringVar(&o.serveNull, "serve-null", "", "instead of benchmarking: serve sessions, acquire and release from memory (no consensus, no disk) "+
+		"on these comma-separated addresses until interrupted — the ceiling a load generator and HTTP allow on this machine")
 	flag.Parse()
 	return o
 }
@@ -81,6 +84,9 @@ func parseFlags() *options {
 // stop run on every path, so no spawned lockd outlives lockbench.
 func run() error {
 	o := parseFlags()
+	if o.serveNull != "" {
+		return serveNull(strings.Split(o.serveNull, ","))
+	}
 	counts, err := parseCounts(o.clients)
 	if err != nil {
 		return err
