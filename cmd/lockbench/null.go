@@ -81,7 +81,7 @@ func (t *nullTable) session(w http.ResponseWriter, _ *http.Request) {
 
 func (t *nullTable) acquire(w http.ResponseWriter, r *http.Request) {
 	var req nullRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Locks) != 1 {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Session == "" || len(req.Locks) != 1 {
 		http.Error(w, `{"error":"bad_request"}`, http.StatusBadRequest)
 		return
 	}
@@ -114,6 +114,10 @@ func (t *nullTable) take(ctx context.Context, name, session string, wait time.Du
 		t.mu.Lock()
 		t.holders[name] = session
 		t.mu.Unlock()
+		if ctx.Err() != nil { // the client is gone: nobody would release it
+			t.free(name, session)
+			return ctx.Err()
+		}
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -131,17 +135,22 @@ func (t *nullTable) take(ctx context.Context, name, session string, wait time.Du
 
 func (t *nullTable) release(w http.ResponseWriter, r *http.Request) {
 	var req nullRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Session == "" || req.Name == "" {
 		http.Error(w, `{"error":"bad_request"}`, http.StatusBadRequest)
 		return
 	}
-	t.mu.Lock()
-	if t.holders[req.Name] == req.Session {
-		t.handOn(req.Name)
-	}
-	t.mu.Unlock()
+	t.free(req.Name, req.Session)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprint(w, `{"released":true}`)
+}
+
+// free releases name if session holds it.
+func (t *nullTable) free(name, session string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.holders[name] == session { // never "": requests without a session are refused
+		t.handOn(name)
+	}
 }
 
 // handOn gives name to its first waiter, or frees it; t.mu is held. The

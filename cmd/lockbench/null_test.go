@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -59,5 +62,36 @@ func TestNullServerHandsOffInOrder(t *testing.T) {
 	release("b")
 	if next := <-order; next != "c" {
 		t.Fatalf("then %s, want c", next)
+	}
+}
+
+// Waits that time out while releases hand the name on never leave two
+// holders and never lose the name: at the end it is free.
+func TestNullTableRaces(t *testing.T) {
+	table := &nullTable{holders: map[string]string{}, waiters: map[string][]chan struct{}{}}
+	var holding atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			session := fmt.Sprint("s", i)
+			for j := range 3000 {
+				wait := time.Duration(j%4) * 20 * time.Microsecond
+				if table.take(context.Background(), "x", session, wait) != nil {
+					continue
+				}
+				if holding.Add(1) != 1 {
+					t.Error("two holders at once")
+				}
+				time.Sleep(time.Duration(j%2) * 10 * time.Microsecond)
+				holding.Add(-1)
+				table.free("x", session)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := table.take(context.Background(), "x", "last", 0); err != nil {
+		t.Fatalf("the name was lost: %v (holders %v)", err, table.holders)
 	}
 }
