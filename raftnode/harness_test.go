@@ -1,10 +1,12 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -118,8 +120,20 @@ func (tn *testNode) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
+	// A shutdown that waits out its budget is rare and timing-bound: keep
+	// the goroutines of the moment it stalls, so the log says where.
+	var stalled bytes.Buffer
+	dumped := make(chan struct{})
+	dump := time.AfterFunc(4*time.Second, func() {
+		pprof.Lookup("goroutine").WriteTo(&stalled, 1)
+		close(dumped)
+	})
 	if err := n.Shutdown(ctx); err != nil {
 		tn.c.t.Errorf("shutdown %s: %v", tn.id, err)
+	}
+	if !dump.Stop() {
+		<-dumped
+		tn.c.t.Logf("shutdown of %s stalled; goroutines after 4s:\n%s", tn.id, stalled.String())
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		tn.c.t.Logf("shutdown of %s took %v", tn.id, d)
