@@ -18,10 +18,11 @@ import (
 
 // serveNull serves the calls a lock benchmark makes (POST /v1/sessions,
 // /v1/acquire with a wait, /v1/release, DELETE /v1/sessions/ID) from one
-// in-memory table, with no consensus, no disk and no checks, on every
-// address until SIGINT or SIGTERM. It is the ceiling: what the load
-// generator and HTTP alone allow on this machine, against which the
-// cluster's numbers (and a goal) can be judged.
+// in-memory table, with no consensus, no disk and no checks beyond one
+// holder per name and a FIFO of waiters, on every address until SIGINT or
+// SIGTERM. It is the ceiling: what the load generator and HTTP alone allow
+// on this machine, against which the cluster's numbers (and a goal) can be
+// judged.
 func serveNull(addrs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -47,7 +48,7 @@ func serveNull(addrs []string) error {
 
 // nullHandler is the null server's API over a fresh table.
 func nullHandler() http.Handler {
-	t := &nullTable{holders: map[string]string{}, waiters: map[string][]chan struct{}{}}
+	t := newNullTable()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions", t.session)
 	mux.HandleFunc("DELETE /v1/sessions/{id}", func(http.ResponseWriter, *http.Request) {})
@@ -62,6 +63,10 @@ type nullTable struct {
 	mu       sync.Mutex
 	holders  map[string]string          // name -> session
 	waiters  map[string][]chan struct{} // name -> woken when it is theirs
+}
+
+func newNullTable() *nullTable {
+	return &nullTable{holders: map[string]string{}, waiters: map[string][]chan struct{}{}}
 }
 
 type nullRequest struct {
@@ -85,7 +90,11 @@ func (t *nullTable) acquire(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"bad_request"}`, http.StatusBadRequest)
 		return
 	}
-	wait, _ := time.ParseDuration(req.Wait)
+	wait, err := time.ParseDuration(req.Wait)
+	if err != nil && req.Wait != "" {
+		http.Error(w, `{"error":"bad_request"}`, http.StatusBadRequest)
+		return
+	}
 	name := req.Locks[0].Name
 	if err := t.take(r.Context(), name, req.Session, wait); err != nil {
 		w.WriteHeader(http.StatusConflict)

@@ -37,6 +37,9 @@ func TestNullServerHandsOffInOrder(t *testing.T) {
 	if code, got := acquire("a", "0s"); code != 200 || got != "granted <nil>" {
 		t.Fatalf("a: %d %s", code, got)
 	}
+	if code, _ := acquire("b", "soon"); code != 400 {
+		t.Fatalf("a wait that is no duration: %d, want 400", code)
+	}
 	if code, got := acquire("b", "20ms"); code != 409 || got != "<nil> timeout" {
 		t.Fatalf("b while a holds: %d %s, want a timeout", code, got)
 	}
@@ -68,7 +71,7 @@ func TestNullServerHandsOffInOrder(t *testing.T) {
 // Waits that time out while releases hand the name on never leave two
 // holders and never lose the name: at the end it is free.
 func TestNullTableRaces(t *testing.T) {
-	table := &nullTable{holders: map[string]string{}, waiters: map[string][]chan struct{}{}}
+	table := newNullTable()
 	var holding atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 8 {
