@@ -1,0 +1,296 @@
+// Package faultfs serves one directory at another through FUSE, and
+// fails every write with EIO while it is told to: a disk whose writes
+// fail, under a node that keeps running. Reads go on working, as they do
+// on a disk whose write path broke (a controller that lost its cache, a
+// filesystem remounted after an error).
+//
+// The mirror is go-fuse's loopback filesystem; faultfs wraps its nodes
+// and open files and answers EIO, before the backing directory is
+// touched, to each call that would change it: write, fsync, fallocate,
+// truncate, create, mkdir, link, rename, unlink and the like. FUSE
+// passthrough is refused for every file, so that the kernel sends each
+// write here instead of straight to the backing file.
+package faultfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// FS is a mounted mirror whose writes can be made to fail.
+type FS struct {
+	mountpoint string
+	conn       string // the mount's FUSE connection in fusectl, for abort
+	server     *fuse.Server
+	failing    atomic.Bool
+	failed     atomic.Int64
+}
+
+// Mount mirrors backing at mountpoint (both existing directories) until
+// Unmount. Other users of the machine (root in a container, for one)
+// may use the mount.
+func Mount(backing, mountpoint string) (*FS, error) {
+	root, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
+		return nil, fmt.Errorf("faultfs: mirror %s: %w", backing, err)
+	}
+	f := &FS{mountpoint: mountpoint}
+	wrapped := &node{LoopbackNode: root.(*fs.LoopbackNode), fs: f}
+	root.(*fs.LoopbackNode).RootData.RootNode = wrapped
+	server, err := fs.Mount(mountpoint, wrapped, &fs.Options{MountOptions: fuse.MountOptions{
+		AllowOther: true,
+		FsName:     "lockd-faultfs",
+		Name:       "faultfs",
+		// Without mount(8)'s helper, go-fuse mounts with mount(2), which
+		// root may call; fusermount is then not needed.
+		DirectMount: true,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("faultfs: mount %s at %s: %w", backing, mountpoint, err)
+	}
+	f.server = server
+	var st unix.Stat_t
+	if err := unix.Stat(mountpoint, &st); err == nil {
+		f.conn = filepath.Join(fusectl, strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
+	}
+	return f, nil
+}
+
+// fusectl is where the kernel lists FUSE connections, if mounted.
+const fusectl = "/sys/fs/fuse/connections"
+
+// FailWrites makes every write fail with EIO (on) or pass (off).
+func (f *FS) FailWrites(on bool) { f.failing.Store(on) }
+
+// Failed counts the calls answered EIO so far.
+func (f *FS) Failed() int64 { return f.failed.Load() }
+
+// Unmount ends the mirror. A mount still in use (a container that was
+// not stopped, a file left open) is aborted and detached lazily: its
+// users get ENOTCONN instead of waiting for good on a server that is
+// gone (a process holding a file on a mount it serves would hang at
+// exit otherwise).
+func (f *FS) Unmount() error {
+	if err := f.server.Unmount(); err == nil {
+		return nil
+	}
+	if f.conn != "" { // this mount's connection only: other FUSE mounts (a container's root) are not ours
+		_ = os.WriteFile(filepath.Join(f.conn, "abort"), []byte("1"), 0o200)
+	}
+	if out, err := exec.Command("umount", "-l", f.mountpoint).CombinedOutput(); err != nil {
+		return fmt.Errorf("faultfs: unmount %s: %w: %s", f.mountpoint, err, out)
+	}
+	return nil
+}
+
+// refuse reports whether a write must fail now, and counts it if so.
+func (f *FS) refuse() bool {
+	if !f.failing.Load() {
+		return false
+	}
+	f.failed.Add(1)
+	return true
+}
+
+// node is a loopback node whose changing calls fail while f fails.
+type node struct {
+	*fs.LoopbackNode
+	fs *FS
+}
+
+// WrapChild wraps every node the loopback creates, so the whole tree fails.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	if l, ok := ops.(*fs.LoopbackNode); ok {
+		return &node{LoopbackNode: l, fs: n.fs}
+	}
+	return ops
+}
+
+// Open fails only if it would truncate; a file opened for writing fails
+// at its first write, as on a disk.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_TRUNC != 0 && n.fs.refuse() {
+		return nil, 0, syscall.EIO
+	}
+	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	return n.fs.wrapFile(fh), fuseFlags, errno
+}
+
+// Create fails; otherwise its file is wrapped.
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, nil, 0, syscall.EIO
+	}
+	inode, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	return inode, n.fs.wrapFile(fh), fuseFlags, errno
+}
+
+// Mkdir fails while writes fail.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, syscall.EIO
+	}
+	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+}
+
+// Mknod fails while writes fail.
+func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, syscall.EIO
+	}
+	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+}
+
+// Symlink fails while writes fail.
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, syscall.EIO
+	}
+	return n.LoopbackNode.Symlink(ctx, target, name, out)
+}
+
+// Link fails while writes fail.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, syscall.EIO
+	}
+	return n.LoopbackNode.Link(ctx, target, name, out)
+}
+
+// Unlink fails while writes fail.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Unlink(ctx, name)
+}
+
+// Rmdir fails while writes fail.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Rmdir(ctx, name)
+}
+
+// Rename fails while writes fail.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+}
+
+// Setattr (truncate, chmod, chown, utimes) fails while writes fail.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	if w, ok := f.(*file); ok { // the loopback sets attributes through its own files
+		f = w.LoopbackFile
+	}
+	return n.LoopbackNode.Setattr(ctx, f, in, out)
+}
+
+// Setxattr fails while writes fail.
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+}
+
+// Removexattr fails while writes fail.
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if n.fs.refuse() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Removexattr(ctx, attr)
+}
+
+// CopyFileRange fails while writes fail.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle,
+	offOut, length, flags uint64) (uint32, syscall.Errno) {
+	if n.fs.refuse() {
+		return 0, syscall.EIO
+	}
+	return n.LoopbackNode.CopyFileRange(ctx, unwrapFile(fhIn), offIn, out, unwrapFile(fhOut), offOut, length, flags)
+}
+
+// file is an open loopback file whose writes fail while fs fails.
+type file struct {
+	*fs.LoopbackFile
+	fs *FS
+}
+
+// wrapFile wraps a loopback file handle; other handles pass unchanged.
+func (f *FS) wrapFile(fh fs.FileHandle) fs.FileHandle {
+	if l, ok := fh.(*fs.LoopbackFile); ok {
+		return &file{LoopbackFile: l, fs: f}
+	}
+	return fh
+}
+
+// unwrapFile returns the loopback file under fh, for the loopback's own
+// calls that expect one.
+func unwrapFile(fh fs.FileHandle) fs.FileHandle {
+	if w, ok := fh.(*file); ok {
+		return w.LoopbackFile
+	}
+	return fh
+}
+
+// PassthroughFd refuses FUSE passthrough: with it the kernel would write
+// to the backing file without asking faultfs.
+func (f *file) PassthroughFd() (int, bool) { return 0, false }
+
+// Write fails while writes fail.
+func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if f.fs.refuse() {
+		return 0, syscall.EIO
+	}
+	return f.LoopbackFile.Write(ctx, data, off)
+}
+
+// Writev fails while writes fail.
+func (f *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
+	if f.fs.refuse() {
+		return 0, syscall.EIO
+	}
+	return f.LoopbackFile.Writev(ctx, data, off)
+}
+
+// Fsync fails while writes fail: what was written may not be durable.
+func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if f.fs.refuse() {
+		return syscall.EIO
+	}
+	return f.LoopbackFile.Fsync(ctx, flags)
+}
+
+// Allocate fails while writes fail.
+func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if f.fs.refuse() {
+		return syscall.EIO
+	}
+	return f.LoopbackFile.Allocate(ctx, off, size, mode)
+}
+
+// Setattr fails while writes fail.
+func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if f.fs.refuse() {
+		return syscall.EIO
+	}
+	return f.LoopbackFile.Setattr(ctx, in, out)
+}
