@@ -81,6 +81,11 @@ type Config struct {
 	// nemesis's negative control (--unsafe lying-disk). Such a node
 	// acknowledges entries it has not persisted.
 	UnsafeLyingDisk bool
+	// UnsafeStaleSnapshot hands raft, at every snapshot, the state of the
+	// snapshot before it: TESTING ONLY, the negative control of snapshots
+	// during faults (--unsafe stale-snapshot; stale.go). A node restored
+	// from one misses entries.
+	UnsafeStaleSnapshot bool
 	// LogStore is where raft's log lives: LogBolt ("" too) or LogWAL.
 	LogStore string
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
@@ -204,7 +209,11 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(n.raftConfig(), clockedFSM{n.fsm, n.clock}, n.logs, n.bolt, n.snaps, pipelineTransport{n.trans})
+	var machine raft.FSM = clockedFSM{n.fsm, n.clock}
+	if cfg.UnsafeStaleSnapshot {
+		machine = &staleFSM{clockedFSM: clockedFSM{n.fsm, n.clock}}
+	}
+	r, err := raft.NewRaft(n.raftConfig(), machine, n.logs, n.bolt, n.snaps, pipelineTransport{n.trans})
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)

@@ -69,16 +69,20 @@ type config struct {
 // acknowledges entries it never persisted. unsafeNoFormatGate: the
 // leader writes the newest log format whatever its voters' builds apply
 // (no raftnode.Node.SetLogFormat), so an older voter in a rolling
-// upgrade meets entries it cannot apply.
+// upgrade meets entries it cannot apply. unsafeStaleSnapshot: every
+// snapshot holds the state of the one before it
+// (raftnode.Config.UnsafeStaleSnapshot), so a node restored from one
+// misses entries.
 const (
-	unsafeNoConsensus  = "no-consensus"
-	unsafeWallClock    = "wall-clock"
-	unsafeLyingDisk    = "lying-disk"
-	unsafeNoFormatGate = "no-format-gate"
+	unsafeNoConsensus   = "no-consensus"
+	unsafeWallClock     = "wall-clock"
+	unsafeLyingDisk     = "lying-disk"
+	unsafeNoFormatGate  = "no-format-gate"
+	unsafeStaleSnapshot = "stale-snapshot"
 )
 
 // unsafeModes are the --unsafe modes.
-var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate}
+var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot}
 
 // envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
 // compose file passes it to every node).
@@ -189,7 +193,8 @@ func (c *config) testingFlags(fs *flag.FlagSet) {
 		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
 			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves; \""+
 			unsafeLyingDisk+"\" acknowledges raft log writes that failed; \""+
-			unsafeNoFormatGate+"\" writes log formats older voters cannot apply (default $"+envUnsafe+")")
+			unsafeNoFormatGate+"\" writes log formats older voters cannot apply; \""+
+			unsafeStaleSnapshot+"\" snapshots the state of the snapshot before (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }

@@ -149,7 +149,7 @@ func (a *agent) openRaft() error {
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
 		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, UnsafeWallClock: a.cfg.Unsafe == unsafeWallClock,
-		UnsafeLyingDisk: a.cfg.Unsafe == unsafeLyingDisk,
+		UnsafeLyingDisk: a.cfg.Unsafe == unsafeLyingDisk, UnsafeStaleSnapshot: a.cfg.Unsafe == unsafeStaleSnapshot,
 		// Fail-stop, as etcd does on a WAL write error: the supervisor
 		// restarts the node, which reads its log back from disk.
 		StoreFailed: func(err error) { a.stop(fmt.Errorf("raft log write failed (full or failing disk?): %w", err)) }}
@@ -163,6 +163,9 @@ func (a *agent) openRaft() error {
 	}
 	if cfg.UnsafeLyingDisk {
 		a.log.Error("UNSAFE: --unsafe " + unsafeLyingDisk + ": failed raft log writes are acknowledged as written")
+	}
+	if cfg.UnsafeStaleSnapshot {
+		a.log.Error("UNSAFE: --unsafe " + unsafeStaleSnapshot + ": every snapshot holds the state of the one before it")
 	}
 	if a.tls != nil {
 		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()
