@@ -39,6 +39,8 @@ runs() {
 		echo "--nodes 5 --workload semaphore --nemesis clock --hold-ttl 2s --time 60s --interval 4s --fault-duration 6s --negative wall-clock"
 		echo "--nodes 3 --workload mutex --nemesis membership,kill --time 60s --interval 4s --fault-duration 6s --negative lone-replacement"
 		echo "--nodes 3 --workload mutex --nemesis disk --time 60s --interval 4s --fault-duration 6s --negative lying-disk"
+		echo "--nodes 3 --workload mutex --nemesis disk-fail-crash --time 60s --interval 4s --fault-duration 6s --negative lying-disk"
+		echo "--nodes 3 --workload mutex --nemesis partition,kill --snapshot-threshold 64 --trailing-logs 32 --time 60s --negative stale-snapshot"
 		echo "--nodes 3 --workload mutex --nemesis upgrade --time 60s --interval 4s --fault-duration 6s --negative ungated-upgrade"
 	fi
 }

@@ -74,6 +74,10 @@ type Cluster struct {
 	// (LOCKD_DATA_N<k>) instead of their volumes: the disk nemesis fills
 	// them. Nodes not listed keep their volume.
 	DataDirs map[string]string
+	// FailingDisks, where set, fail the writes of a node's data dir on
+	// demand (the disk nemesis's EIO faults; a faultfs mirror mounted at
+	// its DataDirs entry).
+	FailingDisks map[string]WriteFailer
 	// Images are the nodes' images (LOCKD_IMAGE_N<k>) where not
 	// DefaultImage: the upgrade nemesis starts on an older build.
 	Images map[string]string
@@ -86,6 +90,12 @@ type Cluster struct {
 	tlsOnce sync.Once
 	tlsConf *tls.Config
 	tlsErr  error
+}
+
+// WriteFailer makes a disk fail every write with EIO (on) or work again
+// (off).
+type WriteFailer interface {
+	FailWrites(on bool)
 }
 
 // Status is a node's GET /v1/status answer (the Go client's type).

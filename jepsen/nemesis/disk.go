@@ -14,27 +14,70 @@ import (
 	"github.com/lockd/lockd/jepsen/compose"
 )
 
-// Disk faults fill one node's data dir, the leader's half the time: the
+// Disk faults break one node's data dir, the leader's half the time: the
 // harness gives every node a small filesystem of its own on the host
-// (compose.Cluster.DataDirs, a tmpfs each), and the fault allocates all
+// (compose.Cluster.DataDirs, a tmpfs each, seen through a faultfs mirror
+// where compose.Cluster.FailingDisks has one). disk-full allocates all
 // its free space to one file, so that every write of the node fails with
-// ENOSPC — raft's log, its stable store, snapshots. Undoing deletes the
-// file. The node must acknowledge nothing it did not write, leave the
-// leadership to a node that can write, and catch up once space returns;
-// a node that exits meanwhile is started again by its restart policy.
+// ENOSPC — raft's log, its stable store, snapshots; undoing deletes the
+// file. disk-fail makes every write fail with EIO while reads go on;
+// undoing lets writes through again. The node must acknowledge nothing
+// it did not write, leave the leadership to a node that can write, and
+// catch up once its disk works; a node that exits meanwhile is started
+// again by its restart policy.
 
-// Disk fault names; KindDisk draws them. disk-crash fills the data dirs
-// of a majority (the leader's first), and undoing crashes those nodes
-// (kill -9) while the others are paused, frees their disks and starts
-// them again: a power loss on full disks. They come back with what they
+// Disk fault names; KindDisk draws them (the EIO faults only where the
+// cluster has FailingDisks). disk-crash fills the data dirs of a
+// majority (the leader's first), and undoing crashes those nodes (kill
+// -9) while the others are paused, frees their disks and starts them
+// again: a power loss on full disks. They come back with what they
 // persisted and elect a leader among themselves before the others
 // resume, so an entry acknowledged but never persisted (--unsafe
-// lying-disk, the negative control) is lost for good.
+// lying-disk, the negative control) is lost for good. disk-fail-crash is
+// the same with disks that fail their writes instead of full ones.
 const (
-	FaultDiskFull  = "disk-full"
-	FaultDiskCrash = "disk-crash"
-	KindDisk       = "disk"
+	FaultDiskFull      = "disk-full"
+	FaultDiskCrash     = "disk-crash"
+	FaultDiskFail      = "disk-fail"
+	FaultDiskFailCrash = "disk-fail-crash"
+	KindDisk           = "disk"
 )
+
+// diskFaults are the faults of KindDisk a cluster offers.
+func diskFaults(failingDisks bool) []string {
+	if failingDisks {
+		return []string{FaultDiskFull, FaultDiskCrash, FaultDiskFail, FaultDiskFailCrash}
+	}
+	return []string{FaultDiskFull, FaultDiskCrash}
+}
+
+// breakage is how a disk fault breaks a data dir and mends it.
+type breakage struct {
+	name        string // the fault's name
+	apply, mend func(node string) error
+}
+
+// filling breaks a disk by filling it (ENOSPC).
+func filling(c *compose.Cluster, name string) breakage {
+	return breakage{name: name,
+		apply: func(n string) error { return FillDisk(c, n) },
+		mend:  func(n string) error { return FreeDisk(c, n) }}
+}
+
+// failing breaks a disk by failing its writes (EIO).
+func failing(c *compose.Cluster, name string) breakage {
+	set := func(on bool) func(string) error {
+		return func(n string) error {
+			d := c.FailingDisks[n]
+			if d == nil {
+				return fmt.Errorf("%s: no disk that can fail its writes (run with the disk nemesis)", n)
+			}
+			d.FailWrites(on)
+			return nil
+		}
+	}
+	return breakage{name: name, apply: set(true), mend: set(false)}
+}
 
 // fillerName is the file that takes a data dir's free space.
 const fillerName = "jepsen-disk-filler"
@@ -74,51 +117,51 @@ func FreeDisk(c *compose.Cluster, node string) error {
 	return err
 }
 
-// diskFull fills node's data dir until undone.
-func diskFull(c *compose.Cluster, node string) (*fault, error) {
-	ft := &fault{name: FaultDiskFull, targets: []string{node},
-		undo: func(context.Context) error { return FreeDisk(c, node) }}
-	return ft, FillDisk(c, node)
+// breakOne breaks node's disk until undone.
+func breakOne(b breakage, node string) (*fault, error) {
+	ft := &fault{name: b.name, targets: []string{node},
+		undo: func(context.Context) error { return b.mend(node) }}
+	return ft, b.apply(node)
 }
 
-// diskCrash fills the data dirs of a majority, the leader's first; undoing
-// crashes them (see FaultDiskCrash).
-func diskCrash(ctx context.Context, c *compose.Cluster, r *rand.Rand) (*fault, error) {
+// breakMajority breaks the disks of a majority, the leader's first;
+// undoing crashes them (see FaultDiskCrash).
+func breakMajority(ctx context.Context, c *compose.Cluster, r *rand.Rand, b breakage) (*fault, error) {
 	nodes := c.Names()
-	full := shuffled(nodes, r)[:len(nodes)/2+1]
+	broken := shuffled(nodes, r)[:len(nodes)/2+1]
 	if l, _ := c.Leader(ctx); l != "" {
-		full = append([]string{l}, slices.DeleteFunc(full, func(n string) bool { return n == l })...)[:len(full)]
+		broken = append([]string{l}, slices.DeleteFunc(broken, func(n string) bool { return n == l })...)[:len(broken)]
 	}
-	ft := &fault{name: FaultDiskCrash, targets: full,
-		undo: func(ctx context.Context) error { return crashFull(ctx, c, full) }}
-	for _, n := range full {
-		if err := FillDisk(c, n); err != nil {
+	ft := &fault{name: b.name, targets: broken,
+		undo: func(ctx context.Context) error { return crashBroken(ctx, c, broken, b) }}
+	for _, n := range broken {
+		if err := b.apply(n); err != nil {
 			return ft, err
 		}
 	}
 	return ft, nil
 }
 
-// crashFull kills the nodes in full with the others paused, frees their
-// disks, starts them, waits (bounded) until one of them leads, and
+// crashBroken kills the nodes in broken with the others paused, mends
+// their disks, starts them, waits (bounded) until one of them leads, and
 // resumes the others.
-func crashFull(ctx context.Context, c *compose.Cluster, full []string) error {
+func crashBroken(ctx context.Context, c *compose.Cluster, broken []string, b breakage) error {
 	var rest []string
 	for _, n := range c.Names() {
-		if !slices.Contains(full, n) {
+		if !slices.Contains(broken, n) {
 			rest = append(rest, n)
 		}
 	}
 	errs := []error{pauseAll(ctx, c, rest)}
-	for _, n := range full {
-		errs = append(errs, crash(ctx, c, n), FreeDisk(c, n))
+	for _, n := range broken {
+		errs = append(errs, crash(ctx, c, n), b.mend(n))
 	}
-	for _, n := range full {
+	for _, n := range broken {
 		errs = append(errs, startNode(ctx, c, n))
 	}
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
-	if err := waitLeader(wctx, c, func(l string) bool { return slices.Contains(full, l) }); err != nil {
-		errs = append(errs, fmt.Errorf("none of %v leads: %w", full, err))
+	if err := waitLeader(wctx, c, func(l string) bool { return slices.Contains(broken, l) }); err != nil {
+		errs = append(errs, fmt.Errorf("none of %v leads: %w", broken, err))
 	}
 	cancel()
 	errs = append(errs, resumeAll(c, rest))

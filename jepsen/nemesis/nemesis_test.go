@@ -118,23 +118,47 @@ func TestParseGroupsAndTargets(t *testing.T) {
 
 func TestFaultsOf(t *testing.T) {
 	tests := []struct {
-		kinds       []string
-		clientPause bool
-		nodes       int
-		want        []string
+		kinds []string
+		offer offer
+		want  []string
 	}{
-		{[]string{"kill"}, true, 3, []string{FaultKill}},
-		{nil, false, 3, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge, FaultKill, FaultPause}},
-		{[]string{"mixed", "pause"}, true, 3, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge,
+		{[]string{"kill"}, offer{clientPause: true, nodes: 3}, []string{FaultKill}},
+		{nil, offer{nodes: 3}, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge, FaultKill, FaultPause}},
+		{[]string{"mixed", "pause"}, offer{clientPause: true, nodes: 3}, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge,
 			FaultKill, FaultPause, FaultClientPause}},
-		{[]string{"clock"}, false, 3, []string{FaultClockBump, FaultClockStrobe}},
-		{[]string{"membership"}, false, 3, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}},
-		{[]string{"membership"}, false, 5, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}},
+		{[]string{"clock"}, offer{nodes: 3}, []string{FaultClockBump, FaultClockStrobe}},
+		{[]string{"membership"}, offer{nodes: 3}, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}},
+		{[]string{"membership"}, offer{nodes: 5}, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}},
+		{[]string{"disk"}, offer{nodes: 3}, []string{FaultDiskFull, FaultDiskCrash}},
+		{[]string{"disk"}, offer{failingDisks: true, nodes: 3}, []string{FaultDiskFull, FaultDiskCrash, FaultDiskFail, FaultDiskFailCrash}},
+		{[]string{FaultDiskFailCrash, "kill"}, offer{failingDisks: true, nodes: 3}, []string{FaultDiskFailCrash, FaultKill}},
+		{[]string{FaultDiskFail}, offer{nodes: 3}, nil}, // not offered without failing disks
+		{[]string{FaultMemberShrink}, offer{nodes: 3}, nil},
+	}
+	uses := []struct {
+		names []string
+		kind  string
+		want  bool
+	}{
+		{[]string{"disk"}, KindDisk, true},
+		{[]string{"kill", FaultDiskFail}, KindDisk, true},
+		{[]string{"mixed"}, KindPause, true},
+		{[]string{"mixed", FaultClockBump}, KindClock, true},
+		{[]string{"kill", "partition"}, KindDisk, false},
+		{[]string{"mixed"}, KindClock, false},
+	}
+	for _, u := range uses {
+		if got := Uses(u.names, u.kind); got != u.want {
+			t.Errorf("Uses(%v, %s) = %v", u.names, u.kind, got)
+		}
 	}
 	for _, tt := range tests {
-		if got := faultsOf(tt.kinds, tt.clientPause, tt.nodes); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("faultsOf(%v, %v, %d) = %v, want %v", tt.kinds, tt.clientPause, tt.nodes, got, tt.want)
+		if got := faultsOf(tt.kinds, tt.offer); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("faultsOf(%v, %+v) = %v, want %v", tt.kinds, tt.offer, got, tt.want)
 		}
+	}
+	if err := ValidKinds([]string{"disk", FaultDiskFailCrash, FaultMemberReplace}); err != nil {
+		t.Errorf("a fault's name refused as a kind: %v", err)
 	}
 	if ValidKinds([]string{"bogus"}) == nil {
 		t.Fatal("bogus kind accepted")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"time"
 
 	"github.com/lockd/lockd/jepsen/compose"
@@ -80,10 +81,23 @@ type fault struct {
 	until   time.Time // client pause: when it ends by itself
 }
 
+// offer is what a run can inject beyond its kinds' plain faults.
+type offer struct {
+	clientPause  bool // client-pause: Config.ClientPause and SessionTTL set
+	failingDisks bool // disk-fail and disk-fail-crash: the cluster has FailingDisks
+	nodes        int  // the cluster's size
+}
+
+// offerOf is what cfg and c offer.
+func offerOf(c *compose.Cluster, cfg Config) offer {
+	return offer{clientPause: cfg.ClientPause != nil && cfg.SessionTTL > 0,
+		failingDisks: len(c.FailingDisks) > 0, nodes: len(c.Names())}
+}
+
 // faultsOf lists the faults of kinds, kind by kind (faultsByKind).
-func faultsOf(kinds []string, clientPause bool, nodes int) []string {
+func faultsOf(kinds []string, o offer) []string {
 	var out []string
-	for _, g := range faultsByKind(kinds, clientPause, nodes) {
+	for _, g := range faultsByKind(kinds, o) {
 		out = append(out, g...)
 	}
 	return out
@@ -91,7 +105,7 @@ func faultsOf(kinds []string, clientPause bool, nodes int) []string {
 
 // faultsByKind returns the faults of each kind asked for, in order,
 // mixed expanded and each kind once.
-func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
+func faultsByKind(kinds []string, o offer) [][]string {
 	of := func(k string) []string {
 		switch k {
 		case KindPartition:
@@ -99,18 +113,21 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 		case KindKill:
 			return []string{FaultKill}
 		case KindPause:
-			if clientPause {
+			if o.clientPause {
 				return []string{FaultPause, FaultClientPause}
 			}
 			return []string{FaultPause}
 		case KindClock:
 			return []string{FaultClockBump, FaultClockStrobe}
 		case KindMembership:
-			return memberFaults(nodes)
+			return memberFaults(o.nodes)
 		case KindDisk:
-			return []string{FaultDiskFull, FaultDiskCrash}
+			return diskFaults(o.failingDisks)
 		case KindUpgrade:
 			return []string{FaultUpgrade}
+		}
+		if kind := kindOf(k); kind != "" && slices.Contains(faultsOf([]string{kind}, o), k) {
+			return []string{k} // one fault by name, where offered
 		}
 		return nil
 	}
@@ -127,20 +144,47 @@ func faultsByKind(kinds []string, clientPause bool, nodes int) [][]string {
 		for _, k2 := range expanded {
 			if !seen[k2] {
 				seen[k2] = true
-				out = append(out, of(k2))
+				if faults := of(k2); len(faults) > 0 {
+					out = append(out, faults)
+				}
 			}
 		}
 	}
 	return out
 }
 
-// ValidKinds checks kind names.
-func ValidKinds(kinds []string) error {
+// allKinds are the fault kinds a run may name, mixed aside.
+var allKinds = []string{KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindUpgrade}
+
+// kindOf returns the kind a fault name belongs to, or "" for none.
+func kindOf(fault string) string {
+	everything := offer{clientPause: true, failingDisks: true, nodes: 5}
+	for _, k := range allKinds {
+		if slices.Contains(faultsOf([]string{k}, everything), fault) {
+			return k
+		}
+	}
+	return ""
+}
+
+// Uses reports whether a run given kinds (kinds or fault names) may draw
+// faults of kind, and so needs what they need.
+func Uses(kinds []string, kind string) bool {
 	for _, k := range kinds {
-		switch k {
-		case KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindUpgrade, KindMixed:
-		default:
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, upgrade, mixed)", k)
+		if k == kind || kindOf(k) == kind ||
+			k == KindMixed && (kind == KindPartition || kind == KindKill || kind == KindPause) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidKinds checks kind names; a fault's own name (e.g. "disk-fail")
+// stands for that fault alone.
+func ValidKinds(names []string) error {
+	for _, k := range names {
+		if !slices.Contains(allKinds, k) && k != KindMixed && kindOf(k) == "" {
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, upgrade, mixed, or one fault's name)", k)
 		}
 	}
 	return nil
@@ -180,7 +224,7 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		return nil, err
 	}
 	s := newSchedule(c, cfg, rec)
-	kinds := faultsByKind(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0, len(c.Names()))
+	kinds := faultsByKind(cfg.Kinds, offerOf(c, cfg))
 	if len(kinds) == 0 {
 		<-ctx.Done()
 		return s.counts, nil
@@ -190,7 +234,7 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 	first := s.r.Perm(len(kinds))
 	var cur *fault
 	for n := 0; sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)); n++ {
-		choices := faultsOf(cfg.Kinds, cfg.ClientPause != nil && cfg.SessionTTL > 0, len(c.Names()))
+		choices := faultsOf(cfg.Kinds, offerOf(c, cfg))
 		if n < len(first) {
 			choices = kinds[first[n]]
 		}
@@ -397,9 +441,13 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 	case FaultClockStrobe:
 		return clockStrobe(ctx, c, clockTarget(ctx, c, r), r)
 	case FaultDiskFull:
-		return diskFull(c, pickNode(true))
+		return breakOne(filling(c, name), pickNode(true))
+	case FaultDiskFail:
+		return breakOne(failing(c, name), pickNode(true))
 	case FaultDiskCrash:
-		return diskCrash(ctx, c, r)
+		return breakMajority(ctx, c, r, filling(c, name))
+	case FaultDiskFailCrash:
+		return breakMajority(ctx, c, r, failing(c, name))
 	case FaultUpgrade:
 		return upgradeNext(ctx, c, cfg)
 	}

@@ -42,9 +42,15 @@ const (
 	// membership). ACLs are off: the lone node shares no tokens.
 	negLoneReplacement = "lone-replacement"
 	// negLyingDisk is lockd --unsafe lying-disk: a node acknowledges raft
-	// log writes that failed, so the disk nemesis's disk-crash loses
-	// acknowledged entries (run it with --nemesis disk).
+	// log writes that failed, so the disk nemesis's disk-crash and
+	// disk-fail-crash lose acknowledged entries (run it with --nemesis
+	// disk, or one of those two by name).
 	negLyingDisk = "lying-disk"
+	// negStaleSnapshot is lockd --unsafe stale-snapshot: every snapshot
+	// holds the state of the one before it, so a node that catches up
+	// through InstallSnapshot, or restarts, misses entries (run it with
+	// --snapshot-threshold and partitions or kills).
+	negStaleSnapshot = "stale-snapshot"
 	// negUngatedUpgrade: the upgrade nemesis rolls a cluster of a build
 	// before log format 3 (preACLRelease unless --upgrade-from says
 	// otherwise; ACLs off) partly to this one run with --unsafe
@@ -55,7 +61,7 @@ const (
 
 // negatives lists the negative controls.
 var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk,
-	negUngatedUpgrade}
+	negUngatedUpgrade, negStaleSnapshot}
 
 // withoutACL: runs with ACLs off (--acl=false), and the negative
 // controls whose nodes share no tokens or predate ACLs.
@@ -98,7 +104,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs := flag.NewFlagSet("lockjepsen", flag.ContinueOnError)
 	fs.IntVar(&c.nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.StringVar(&c.workload, "workload", "mutex", "one of "+strings.Join(workload.Names, ", "))
-	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, clock, membership, disk, mixed (partition, kill and pause), or none`)
+	nem := fs.String("nemesis", "partition,kill,pause", `comma-separated fault kinds: partition, kill, pause, clock, membership, disk, upgrade, mixed (partition, kill and pause), or none; a fault's own name (e.g. disk-fail) stands for that fault alone`)
 	fs.DurationVar(&c.duration, "time", 60*time.Second, "how long the workload runs under faults (then heal, final phase, checks)")
 	fs.IntVar(&c.clients, "clients", 6, "concurrent client workers")
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session TTL of the clients (client pauses last TTL+1s..2×TTL)")
@@ -119,8 +125,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.StringVar(&c.negative, "negative", "", `negative control: "`+negUnfenced+`" (resource ignores tokens), "`+negNoConsensus+`" (lockd grants without consensus), "`+
 		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock), "`+
 		negLoneReplacement+`" (replaced nodes form clusters of their own), "`+negLyingDisk+
-		`" (lockd acknowledges log writes that failed) or "`+negUngatedUpgrade+
-		`" (an upgrade without the version gate); the run must be flagged invalid`)
+		`" (lockd acknowledges log writes that failed), "`+negUngatedUpgrade+
+		`" (an upgrade without the version gate) or "`+negStaleSnapshot+
+		`" (every snapshot holds the state of the one before); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -189,8 +196,12 @@ func (c *runConfig) checkNegative() error {
 	}
 	needs := map[string]string{negWallClock: nemesis.KindClock, negLyingDisk: nemesis.KindDisk,
 		negUngatedUpgrade: nemesis.KindUpgrade, negLoneReplacement: nemesis.KindMembership}
-	if kind, ok := needs[c.negative]; ok && !slices.Contains(c.nemeses, kind) {
+	if kind, ok := needs[c.negative]; ok && !nemesis.Uses(c.nemeses, kind) {
 		return fmt.Errorf("--negative %s needs --nemesis %s", c.negative, kind)
+	}
+	if c.negative == negStaleSnapshot && (c.snapshotThreshold == 0 ||
+		!nemesis.Uses(c.nemeses, nemesis.KindPartition) && !nemesis.Uses(c.nemeses, nemesis.KindKill)) {
+		return fmt.Errorf("--negative %s needs --snapshot-threshold and --nemesis partition or kill (a node restored from a snapshot)", negStaleSnapshot)
 	}
 	if c.negative == negIntruderAdmin && !c.acl {
 		return fmt.Errorf("--negative %s needs ACLs (the intruder has a token)", negIntruderAdmin)
@@ -248,7 +259,7 @@ func runCmd(args []string) (int, error) {
 	}
 	cl := &compose.Cluster{Dir: cfg.dir, Project: cfg.project, Nodes: cfg.nodes, Subnet: cfg.subnet,
 		PortPrefix: cfg.ports}
-	if slices.Contains(cfg.nemeses, nemesis.KindUpgrade) {
+	if nemesis.Uses(cfg.nemeses, nemesis.KindUpgrade) {
 		previousImage := "lockd:at-" + strings.Map(imageTagRune, cfg.upgradeFrom) // runs side by side may start on other builds
 		logf("building %s from %s, the build upgrade runs start on", previousImage, cfg.upgradeFrom)
 		if err := compose.BuildImageAt(ctx, cfg.dir, cfg.upgradeFrom, previousImage); err != nil {
@@ -261,13 +272,16 @@ func runCmd(args []string) (int, error) {
 	}
 	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
-	if slices.Contains(cfg.nemeses, nemesis.KindDisk) {
-		dirs, err := smallDisks(cl.Names())
-		defer unmountDisks(dirs, cfg, logf)
+	if nemesis.Uses(cfg.nemeses, nemesis.KindDisk) {
+		disks, err := mountSmallDisks(cl.Names(), !cfg.keep)
+		defer unmountDisks(disks, cfg, logf)
 		if err != nil {
 			return 1, err
 		}
-		cl.DataDirs = dirs
+		cl.DataDirs, cl.FailingDisks = disks.dataDirs(), disks.failing()
+		if cfg.keep {
+			logf("--keep: the data dirs are plain tmpfs (a faultfs mirror would end with this process), so no disk-fail faults")
+		}
 	}
 	defer tearDown(cfg, cl, logf)
 	logf("starting %d nodes (project %s)", cfg.nodes, cfg.project)
@@ -312,43 +326,6 @@ func imageTagRune(r rune) rune {
 	return '-'
 }
 
-// diskSize is the size of each node's data dir in disk runs.
-const diskSize = "64m"
-
-// smallDisks mounts a tmpfs of diskSize for each node, the data dirs the
-// disk nemesis fills. It returns those it mounted, also on an error.
-func smallDisks(nodes []string) (map[string]string, error) {
-	dirs := map[string]string{}
-	for _, n := range nodes {
-		dir, err := os.MkdirTemp("", "lockd-jepsen-"+n+"-")
-		if err != nil {
-			return dirs, err
-		}
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+diskSize, "tmpfs", dir).CombinedOutput(); err != nil {
-			_ = os.Remove(dir)
-			return dirs, fmt.Errorf("mount a tmpfs for %s: %w: %s", n, err, out)
-		}
-		dirs[n] = dir
-	}
-	return dirs, nil
-}
-
-// unmountDisks undoes smallDisks, after the cluster is down (unless
-// --keep, which keeps them for the cluster left running).
-func unmountDisks(dirs map[string]string, cfg *runConfig, logf func(string, ...any)) {
-	for n, dir := range dirs {
-		if cfg.keep {
-			logf("%s's data dir %s stays mounted (--keep)", n, dir)
-			continue
-		}
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			logf("unmount %s: %v: %s", dir, err, out)
-			continue
-		}
-		_ = os.Remove(dir)
-	}
-}
-
 // clusterEnv is the compose environment a run's nodes need: snapshot
 // tuning, the clock hook for clock faults, the unsafe mode of a negative
 // control.
@@ -360,7 +337,7 @@ func clusterEnv(cfg *runConfig) []string {
 	if cfg.trailingLogs > 0 {
 		env = append(env, fmt.Sprintf("LOCKD_TRAILING_LOGS=%d", cfg.trailingLogs))
 	}
-	if slices.Contains(cfg.nemeses, nemesis.KindClock) {
+	if nemesis.Uses(cfg.nemeses, nemesis.KindClock) {
 		env = append(env, "LOCKD_TEST_CLOCK_HOOK=1")
 	}
 	switch cfg.negative {
@@ -371,6 +348,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=wall-clock")
 	case negLyingDisk:
 		env = append(env, "LOCKD_UNSAFE=lying-disk")
+	case negStaleSnapshot:
+		env = append(env, "LOCKD_UNSAFE=stale-snapshot")
 	}
 	if cfg.withoutACL() {
 		env = append(env, "LOCKD_ACL=0")
