@@ -6,13 +6,20 @@
 //
 // The mirror is go-fuse's loopback filesystem; faultfs wraps its nodes
 // and open files and answers EIO, before the backing directory is
-// touched, to each call that would change it: write, fsync, fallocate,
-// truncate, create, mkdir, link, rename, unlink and the like. FUSE
-// passthrough is refused for every file, so that the kernel sends each
-// write here instead of straight to the backing file.
+// touched, to each call that would change it: write, fsync of a file,
+// fallocate, truncate, create (O_TMPFILE too), mkdir, link, rename,
+// unlink and the like. FUSE passthrough is refused for every file, so
+// that the kernel sends each write here instead of straight to the
+// backing file. Not refused: fsync of a directory (every change to one
+// is) and ioctls that set a file's flags.
+//
+// A process must not map a file of a mount it serves itself with fewer
+// than two Ps (GOMAXPROCS): a page fault blocks its thread with its P,
+// and the server goroutine that would answer it cannot run.
 package faultfs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -21,6 +28,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,10 +39,13 @@ import (
 // FS is a mounted mirror whose writes can be made to fail.
 type FS struct {
 	mountpoint string
-	conn       string // the mount's FUSE connection in fusectl, for abort
-	server     *fuse.Server
-	failing    atomic.Bool
-	failed     atomic.Int64
+	// abort is this mount's abort file in fusectl, opened at Mount so
+	// that a later abort cannot reach another mount given the same
+	// connection number; nil where fusectl is not mounted.
+	abort   *os.File
+	server  *fuse.Server
+	failing atomic.Bool
+	failed  atomic.Int64
 }
 
 // Mount mirrors backing at mountpoint (both existing directories) until
@@ -60,9 +71,11 @@ func Mount(backing, mountpoint string) (*FS, error) {
 		return nil, fmt.Errorf("faultfs: mount %s at %s: %w", backing, mountpoint, err)
 	}
 	f.server = server
+	mountFusectl()
 	var st unix.Stat_t
 	if err := unix.Stat(mountpoint, &st); err == nil {
-		f.conn = filepath.Join(fusectl, strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
+		conn := filepath.Join(fusectl, strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
+		f.abort, _ = os.OpenFile(filepath.Join(conn, "abort"), os.O_WRONLY, 0)
 	}
 	return f, nil
 }
@@ -70,25 +83,50 @@ func Mount(backing, mountpoint string) (*FS, error) {
 // fusectl is where the kernel lists FUSE connections, if mounted.
 const fusectl = "/sys/fs/fuse/connections"
 
+// mountFusectl mounts fusectl where a machine has not (systemd does):
+// without it a hung mount cannot be aborted.
+func mountFusectl() {
+	const magic = 0x65735543 // FUSECTL_SUPER_MAGIC
+	var st unix.Statfs_t
+	if err := unix.Statfs(fusectl, &st); err != nil || st.Type == magic {
+		return
+	}
+	_ = unix.Mount("fusectl", fusectl, "fusectl", 0, "")
+}
+
 // FailWrites makes every write fail with EIO (on) or pass (off).
 func (f *FS) FailWrites(on bool) { f.failing.Store(on) }
 
 // Failed counts the calls answered EIO so far.
 func (f *FS) Failed() int64 { return f.failed.Load() }
 
+// unmountWait bounds a clean unmount: go-fuse waits until the kernel
+// lets go of the mount, which a file left open or another mount
+// namespace holding it can put off for good.
+const unmountWait = 5 * time.Second
+
 // Unmount ends the mirror. A mount still in use (a container that was
-// not stopped, a file left open) is aborted and detached lazily: its
-// users get ENOTCONN instead of waiting for good on a server that is
-// gone (a process holding a file on a mount it serves would hang at
-// exit otherwise).
+// not stopped, a file left open, another mount namespace) is aborted and
+// detached lazily: its users get ENOTCONN instead of waiting for good on
+// a server that is gone (a process holding a file on a mount it serves
+// would hang at exit otherwise).
 func (f *FS) Unmount() error {
-	if err := f.server.Unmount(); err == nil {
-		return nil
+	if f.abort != nil {
+		defer f.abort.Close()
 	}
-	if f.conn != "" { // this mount's connection only: other FUSE mounts (a container's root) are not ours
-		_ = os.WriteFile(filepath.Join(f.conn, "abort"), []byte("1"), 0o200)
+	done := make(chan error, 1)
+	go func() { done <- f.server.Unmount() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return nil
+		}
+	case <-time.After(unmountWait):
 	}
-	if out, err := exec.Command("umount", "-l", f.mountpoint).CombinedOutput(); err != nil {
+	if f.abort != nil { // writing fails once the connection is gone: it can reach no other mount
+		_, _ = f.abort.Write([]byte("1"))
+	}
+	if out, err := exec.Command("umount", "-l", f.mountpoint).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("not mounted")) {
 		return fmt.Errorf("faultfs: unmount %s: %w: %s", f.mountpoint, err, out)
 	}
 	return nil
@@ -111,20 +149,27 @@ type node struct {
 
 // WrapChild wraps every node the loopback creates, so the whole tree fails.
 func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
-	if l, ok := ops.(*fs.LoopbackNode); ok {
-		return &node{LoopbackNode: l, fs: n.fs}
+	l, ok := ops.(*fs.LoopbackNode)
+	if !ok { // a go-fuse that makes other nodes would let their writes through
+		panic(fmt.Sprintf("faultfs: the loopback made a %T, not a *fs.LoopbackNode", ops))
 	}
-	return ops
+	return &node{LoopbackNode: l, fs: n.fs}
 }
 
-// Open fails only if it would truncate; a file opened for writing fails
-// at its first write, as on a disk.
+// Open passes, for writing too (a truncating open reaches Setattr): a
+// file fails at its first write, as on a disk.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&syscall.O_TRUNC != 0 && n.fs.refuse() {
-		return nil, 0, syscall.EIO
-	}
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
 	return n.fs.wrapFile(fh), fuseFlags, errno
+}
+
+// Tmpfile (open with O_TMPFILE) fails; otherwise its file is wrapped.
+func (n *node) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.fs.refuse() {
+		return nil, nil, 0, syscall.EIO
+	}
+	inode, fh, fuseFlags, errno := n.LoopbackNode.Tmpfile(ctx, flags, mode, out)
+	return inode, n.fs.wrapFile(fh), fuseFlags, errno
 }
 
 // Create fails; otherwise its file is wrapped.
@@ -285,12 +330,4 @@ func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) sysc
 		return syscall.EIO
 	}
 	return f.LoopbackFile.Allocate(ctx, off, size, mode)
-}
-
-// Setattr fails while writes fail.
-func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if f.fs.refuse() {
-		return syscall.EIO
-	}
-	return f.LoopbackFile.Setattr(ctx, in, out)
 }

@@ -362,6 +362,9 @@ func Recover(ctx context.Context, c *compose.Cluster) error {
 			keep(err)
 		}
 	}
+	for _, d := range c.FailingDisks { // a safety net: every disk fault mends its own
+		d.FailWrites(false)
+	}
 	keep(Heal(ctx, c))
 	return firstErr
 }

@@ -237,3 +237,36 @@ func TestRunDocker(t *testing.T) {
 		t.Fatalf("n1.log: %v", err)
 	}
 }
+
+// fakeDisk records what a disk fault asks of a disk.
+type fakeDisk struct{ failing bool }
+
+func (d *fakeDisk) FailWrites(on bool) { d.failing = on }
+
+// TestDiskFailFailsOneDiskUntilUndone checks disk-fail on fake disks: the
+// target's writes fail, nobody else's, and the undo (also Recover's
+// safety net) lets them through again; a node without such a disk is
+// refused.
+func TestDiskFailFailsOneDiskUntilUndone(t *testing.T) {
+	n1, n2 := &fakeDisk{}, &fakeDisk{}
+	c := &compose.Cluster{Nodes: 3, FailingDisks: map[string]compose.WriteFailer{"n1": n1, "n2": n2}}
+	ft, err := breakOne(failing(c, FaultDiskFail), "n1")
+	if err != nil || !n1.failing || n2.failing {
+		t.Fatalf("after the fault: %v, n1 failing %v, n2 failing %v", err, n1.failing, n2.failing)
+	}
+	if ft.name != FaultDiskFail || !reflect.DeepEqual(ft.targets, []string{"n1"}) {
+		t.Errorf("fault %q on %v", ft.name, ft.targets)
+	}
+	if err := ft.undo(context.Background()); err != nil || n1.failing {
+		t.Fatalf("after the undo: %v, n1 failing %v", err, n1.failing)
+	}
+	if _, err := breakOne(failing(c, FaultDiskFail), "n3"); err == nil {
+		t.Error("a node without a failing disk was faulted")
+	}
+	if err := checkOffered([]string{FaultDiskFail}, offer{nodes: 3}); err == nil {
+		t.Error("disk-fail by name accepted without failing disks")
+	}
+	if err := checkOffered([]string{KindDisk, FaultDiskFail}, offer{failingDisks: true, nodes: 3}); err != nil {
+		t.Error(err)
+	}
+}

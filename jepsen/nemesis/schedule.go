@@ -179,6 +179,34 @@ func Uses(kinds []string, kind string) bool {
 	return false
 }
 
+// CheckOffered refuses a fault named on its own (not through its kind)
+// that a run could never draw — it would inject nothing and still be
+// judged: the EIO disk faults without failing disks (a run with --keep
+// mounts none), member-shrink on 3 nodes.
+func CheckOffered(names []string, nodes int, failingDisks bool) error {
+	o := offer{clientPause: true, failingDisks: failingDisks, nodes: nodes}
+	return checkOffered(names, o)
+}
+
+func checkOffered(names []string, o offer) error {
+	for _, k := range names {
+		if slices.Contains(allKinds, k) || k == KindMixed || kindOf(k) == "" {
+			continue
+		}
+		if !slices.Contains(faultsOf([]string{k}, o), k) {
+			return fmt.Errorf("nemesis: fault %q cannot be drawn in this run (%d nodes, failing disks %v)", k, o.nodes, o.failingDisks)
+		}
+	}
+	return nil
+}
+
+// FailsWrites reports whether a run given names may draw a fault that
+// fails a disk's writes, and so needs compose.Cluster.FailingDisks.
+func FailsWrites(names []string) bool {
+	return slices.Contains(names, KindDisk) || slices.Contains(names, FaultDiskFail) ||
+		slices.Contains(names, FaultDiskFailCrash)
+}
+
 // ValidKinds checks kind names; a fault's own name (e.g. "disk-fail")
 // stands for that fault alone.
 func ValidKinds(names []string) error {
@@ -221,6 +249,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // and counted under "error".
 func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.Event)) (map[string]int, error) {
 	if err := ValidKinds(cfg.Kinds); err != nil {
+		return nil, err
+	}
+	if err := checkOffered(cfg.Kinds, offerOf(c, cfg)); err != nil {
 		return nil, err
 	}
 	s := newSchedule(c, cfg, rec)

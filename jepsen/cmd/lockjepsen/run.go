@@ -153,6 +153,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		if err := nemesis.ValidKinds(c.nemeses); err != nil {
 			return nil, err
 		}
+		if err := nemesis.CheckOffered(c.nemeses, c.nodes, !c.keep); err != nil {
+			return nil, fmt.Errorf("%w (the EIO faults need the faultfs mirror, which --keep leaves out; member-shrink needs 5 nodes)", err)
+		}
 	}
 	if err := c.checkNegative(); err != nil {
 		return nil, err
@@ -198,6 +201,11 @@ func (c *runConfig) checkNegative() error {
 		negUngatedUpgrade: nemesis.KindUpgrade, negLoneReplacement: nemesis.KindMembership}
 	if kind, ok := needs[c.negative]; ok && !nemesis.Uses(c.nemeses, kind) {
 		return fmt.Errorf("--negative %s needs --nemesis %s", c.negative, kind)
+	}
+	if c.negative == negLyingDisk && !slices.Contains(c.nemeses, nemesis.KindDisk) &&
+		!slices.Contains(c.nemeses, nemesis.FaultDiskCrash) && !slices.Contains(c.nemeses, nemesis.FaultDiskFailCrash) {
+		return fmt.Errorf("--negative %s needs a power loss after the lie: --nemesis disk, %s or %s", negLyingDisk,
+			nemesis.FaultDiskCrash, nemesis.FaultDiskFailCrash)
 	}
 	if c.negative == negStaleSnapshot && (c.snapshotThreshold == 0 ||
 		!nemesis.Uses(c.nemeses, nemesis.KindPartition) && !nemesis.Uses(c.nemeses, nemesis.KindKill)) {
@@ -273,13 +281,17 @@ func runCmd(args []string) (int, error) {
 	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
 	if nemesis.Uses(cfg.nemeses, nemesis.KindDisk) {
-		disks, err := mountSmallDisks(cl.Names(), !cfg.keep)
+		// A mirror only where writes may fail: disk-full alone runs on the
+		// plain tmpfs, and with --keep the mirror would end with this
+		// process (CheckOffered refuses the EIO faults by name then).
+		mirror := nemesis.FailsWrites(cfg.nemeses) && !cfg.keep
+		disks, err := mountSmallDisks(cl.Names(), mirror)
 		defer unmountDisks(disks, cfg, logf)
 		if err != nil {
 			return 1, err
 		}
 		cl.DataDirs, cl.FailingDisks = disks.dataDirs(), disks.failing()
-		if cfg.keep {
+		if cfg.keep && nemesis.FailsWrites(cfg.nemeses) {
 			logf("--keep: the data dirs are plain tmpfs (a faultfs mirror would end with this process), so no disk-fail faults")
 		}
 	}
