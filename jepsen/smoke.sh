@@ -12,7 +12,20 @@ go build -o bin/lockjepsen ./jepsen/cmd/lockjepsen || exit 1
 mkdir -p jepsen/results
 
 bin/lockjepsen --nodes 3 --workload mutex --nemesis partition,kill,pause,clock,membership --hold-ttl 3s \
-	--time 90s --interval 6s --fault-duration 8s || exit 1
+	--time 90s --interval 6s --fault-duration 8s 2>&1 | tee jepsen/results/smoke-main.log
+[ "${PIPESTATUS[0]}" = 0 ] || exit 1
+
+# The run must have applied a clock fault and a membership change, not
+# only drawn them (a fault that fails to apply is counted as "error").
+run=$(sed -n 's/.* run \([^ ]*\) (seed .*/\1/p' jepsen/results/smoke-main.log | head -n 1)
+faults=$(tr -d ' \n' <"jepsen/results/$run/results.json" | grep -o '"faults":{[^}]*}')
+echo "smoke faults: $faults"
+for kind in '"clock-' '"member-'; do
+	case $faults in
+	*"$kind"*) ;;
+	*) echo "smoke: no $kind fault was applied in $run" >&2; exit 1 ;;
+	esac
+done
 
 # negative SLOT FLAGS...: one negative control on cluster SLOT.
 negative() {

@@ -54,7 +54,7 @@ func TestResources(t *testing.T) {
 		}, Valid},
 		{"too few samples to judge", func(h *hb) {
 			h.sample("n1", 100, 40*mib, 200, 30)
-		}, Valid},
+		}, Unknown},
 		{"no samples", func(h *hb) {}, Unknown},
 	}
 	for _, tt := range tests {

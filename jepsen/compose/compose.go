@@ -282,7 +282,10 @@ func (c *Cluster) NodeByID(id string) string {
 
 func (c *Cluster) composeArgs(args ...string) []string {
 	base := []string{"-p", c.project()}
-	if c.nodes() > 3 {
+	// n4 and n5 are in the compose file's "five" profile: a 5-node
+	// cluster, a 3-node one grown by the membership nemesis (the command
+	// names them), and every down (a grown node must go too).
+	if c.nodes() > 3 || len(args) > 0 && args[0] == "down" || slices.Contains(args, "n4") || slices.Contains(args, "n5") {
 		base = append(base, "--profile", "five")
 	}
 	return append(base, args...)
@@ -548,12 +551,22 @@ func (c *Cluster) call(ctx context.Context, node, method, path, body string, ok 
 	return answer, nil
 }
 
-// Replace deletes node's container and data volume (or empties its
-// DataDirs entry) and creates them anew (docker-compose up --no-deps): a
+// Replace deletes node's container and data volume (Remove) and
+// creates them anew (docker-compose up --no-deps): a
 // fresh node under the same id, with an empty data dir, which joins the
 // running cluster. env is added
 // to the cluster's environment for this container only.
 func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error {
+	if err := c.Remove(ctx, node); err != nil {
+		return err
+	}
+	_, err := c.composeWith(ctx, env, "up", "-d", "--no-deps", node)
+	return err
+}
+
+// Remove deletes node's container and data volume (or empties its
+// DataDirs entry); nothing of it is left.
+func (c *Cluster) Remove(ctx context.Context, node string) error {
 	if id, err := c.Container(ctx, node); err == nil {
 		if _, err := Docker(ctx, "rm", "-f", "-v", id); err != nil {
 			return err
@@ -574,8 +587,7 @@ func (c *Cluster) Replace(ctx context.Context, node string, env ...string) error
 			return fmt.Errorf("%s: empty its data dir: %w", node, err)
 		}
 	}
-	_, err = c.composeWith(ctx, env, "up", "-d", "--no-deps", node)
-	return err
+	return nil
 }
 
 // ReplaceAs is Replace under a new server id: node comes back fresh at

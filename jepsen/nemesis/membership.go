@@ -19,10 +19,16 @@ import (
 //   - member-leave: a node (the leader half the time) leaves for good
 //     (POST /v1/agent/leave): it takes itself out of the configuration
 //     and exits.
-//   - member-remove: a node is killed and an operator removes it from
-//     the configuration (DELETE /v1/members/{id} on another node).
+//   - member-remove: a node (the leader half the time) is killed and an
+//     operator removes it from the configuration (DELETE
+//     /v1/members/{id} on another node; for the leader, once the others
+//     have elected a new one: lockd refuses to remove a live leader, which
+//     must leave instead).
 //   - member-shrink (5 nodes): two nodes leave, one after the other:
 //     5 voters → 3.
+//   - member-grow (3 nodes): n4 and n5, the compose file's spare nodes,
+//     start fresh and join: 3 voters → 5. Undoing makes them leave and
+//     deletes them: 5 → 3.
 //   - member-replace: a node (the leader half the time) is killed and
 //     nobody removes it; it comes back as a fresh node under a new id
 //     at the same address, and the leader must drop the old id when it
@@ -41,6 +47,7 @@ const (
 	FaultMemberRemove  = "member-remove"
 	FaultMemberShrink  = "member-shrink"
 	FaultMemberReplace = "member-replace"
+	FaultMemberGrow    = "member-grow"
 )
 
 // KindMembership draws membership faults.
@@ -51,7 +58,7 @@ func memberFaults(n int) []string {
 	if n >= 5 {
 		return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}
 	}
-	return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}
+	return []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberGrow}
 }
 
 // leaveTimeout bounds how long a leaving node takes to exit.
@@ -87,15 +94,89 @@ func memberRemove(ctx context.Context, c *compose.Cluster, cfg Config, node stri
 	if err := Kill(ctx, c, node); err != nil {
 		return ft, err
 	}
+	return ft, removeThroughOthers(ctx, c, node)
+}
+
+// removeTimeout bounds an operator's removal of a dead node: for a dead
+// leader it includes the others' election.
+const removeTimeout = 30 * time.Second
+
+// removeThroughOthers removes node's id through each other node in
+// turn, round after round, until one accepts (an election may be under
+// way) or removeTimeout passes.
+func removeThroughOthers(ctx context.Context, c *compose.Cluster, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
 	var errs []error
-	for _, via := range without(c.Names(), node) {
-		err := c.RemoveMember(ctx, via, c.ID(node))
-		if err == nil {
-			return ft, nil
+	for {
+		for _, via := range without(c.Names(), node) {
+			err := c.RemoveMember(ctx, via, c.ID(node))
+			if err == nil {
+				return nil
+			}
+			errs = append(errs[:0], err)
 		}
-		errs = append(errs, err)
+		if !sleep(ctx, 500*time.Millisecond) {
+			return fmt.Errorf("remove %s: %w", node, errors.Join(append(errs, ctx.Err())...))
+		}
 	}
-	return ft, errors.Join(errs...)
+}
+
+// spareNodes are the compose file's nodes a 3-node cluster grows by.
+var spareNodes = []string{"n4", "n5"}
+
+// memberGrow starts the spare nodes fresh and waits (bounded) until the
+// leader counts them as voters; undoing shrinks the cluster back.
+func memberGrow(ctx context.Context, c *compose.Cluster) (*fault, error) {
+	ft := &fault{name: FaultMemberGrow, targets: spareNodes,
+		undo: func(ctx context.Context) error { return shrinkBack(ctx, c) }}
+	for _, n := range spareNodes {
+		if err := c.Replace(ctx, n); err != nil {
+			return ft, err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
+	defer cancel()
+	return ft, waitVoters(wctx, c, len(c.Names())+len(spareNodes))
+}
+
+// shrinkBack makes the spare nodes leave (or, where one cannot, removes
+// it through the others), deletes them, and waits until the cluster is
+// healthy with its own nodes only.
+func shrinkBack(ctx context.Context, c *compose.Cluster) error {
+	var errs []error
+	for _, n := range spareNodes {
+		err := c.Leave(ctx, n)
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+			err = c.WaitExited(wctx, n)
+			cancel()
+		}
+		if err != nil { // not running, or stuck: an operator removes it
+			err = removeThroughOthers(ctx, c, n)
+		}
+		errs = append(errs, err, c.Remove(ctx, n))
+	}
+	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
+	defer cancel()
+	errs = append(errs, c.WaitHealthy(wctx))
+	return errors.Join(errs...)
+}
+
+// waitVoters polls until a node that knows a leader lists want voters
+// in the configuration, or ctx ends (the leader may be a spare node,
+// which Statuses does not ask).
+func waitVoters(ctx context.Context, c *compose.Cluster, want int) error {
+	for {
+		for _, st := range c.Statuses(ctx) {
+			if st != nil && st.Leader.ID != "" && compose.Voters(st) == want {
+				return nil
+			}
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return fmt.Errorf("waiting for %d voters: %w", want, ctx.Err())
+		}
+	}
 }
 
 // memberReplace kills node; undoing brings a fresh node under a new id
@@ -189,24 +270,27 @@ func applyMembership(ctx context.Context, c *compose.Cluster, cfg Config, r *ran
 	if leader == "" {
 		return nil, fmt.Errorf("%s: no leader", name)
 	}
+	n := nodes[r.Intn(len(nodes))] // leave, remove, replace: the leader half the time
+	if r.Intn(2) == 0 {
+		n = leader
+	}
+	noteLeader := func(ft *fault, err error) (*fault, error) {
+		if ft != nil && n == leader {
+			ft.targets = append(ft.targets, n+" was the leader")
+		}
+		return ft, err
+	}
 	switch name {
 	case FaultMemberLeave:
-		n := nodes[r.Intn(len(nodes))]
-		if r.Intn(2) == 0 {
-			n = leader
-		}
-		return memberLeave(ctx, c, cfg, name, []string{n}, r)
+		return noteLeader(memberLeave(ctx, c, cfg, name, []string{n}, r))
 	case FaultMemberRemove:
-		others := without(nodes, leader)
-		return memberRemove(ctx, c, cfg, others[r.Intn(len(others))], r)
+		return noteLeader(memberRemove(ctx, c, cfg, n, r))
 	case FaultMemberReplace:
-		n := nodes[r.Intn(len(nodes))]
-		if r.Intn(2) == 0 {
-			n = leader
-		}
-		return memberReplace(ctx, c, cfg, n)
+		return noteLeader(memberReplace(ctx, c, cfg, n))
 	case FaultMemberShrink:
 		return memberLeave(ctx, c, cfg, name, shuffled(nodes, r)[:2], r)
+	case FaultMemberGrow:
+		return memberGrow(ctx, c)
 	}
 	return nil, fmt.Errorf("unknown fault %q", name)
 }

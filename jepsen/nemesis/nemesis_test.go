@@ -127,7 +127,8 @@ func TestFaultsOf(t *testing.T) {
 		{[]string{"mixed", "pause"}, offer{clientPause: true, nodes: 3}, []string{FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge,
 			FaultKill, FaultPause, FaultClientPause}},
 		{[]string{"clock"}, offer{nodes: 3}, []string{FaultClockBump, FaultClockStrobe}},
-		{[]string{"membership"}, offer{nodes: 3}, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace}},
+		{[]string{"membership"}, offer{nodes: 3}, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberGrow}},
+		{[]string{FaultMemberGrow}, offer{nodes: 5}, nil}, // a 5-node cluster has no spare nodes
 		{[]string{"membership"}, offer{nodes: 5}, []string{FaultMemberLeave, FaultMemberRemove, FaultMemberReplace, FaultMemberShrink}},
 		{[]string{"disk"}, offer{nodes: 3}, []string{FaultDiskFull, FaultDiskCrash}},
 		{[]string{"disk"}, offer{failingDisks: true, nodes: 3}, []string{FaultDiskFull, FaultDiskCrash, FaultDiskFail, FaultDiskFailCrash}},
@@ -157,7 +158,7 @@ func TestFaultsOf(t *testing.T) {
 			t.Errorf("faultsOf(%v, %+v) = %v, want %v", tt.kinds, tt.offer, got, tt.want)
 		}
 	}
-	if err := ValidKinds([]string{"disk", FaultDiskFailCrash, FaultMemberReplace}); err != nil {
+	if err := ValidKinds([]string{"disk", FaultDiskFailCrash, FaultMemberReplace, FaultMemberGrow, FaultMemberShrink}); err != nil {
 		t.Errorf("a fault's name refused as a kind: %v", err)
 	}
 	if ValidKinds([]string{"bogus"}) == nil {

@@ -158,10 +158,12 @@ var allKinds = []string{KindPartition, KindKill, KindPause, KindClock, KindMembe
 
 // kindOf returns the kind a fault name belongs to, or "" for none.
 func kindOf(fault string) string {
-	everything := offer{clientPause: true, failingDisks: true, nodes: 5}
-	for _, k := range allKinds {
-		if slices.Contains(faultsOf([]string{k}, everything), fault) {
-			return k
+	for _, nodes := range []int{3, 5} { // membership faults differ by size
+		everything := offer{clientPause: true, failingDisks: true, nodes: nodes}
+		for _, k := range allKinds {
+			if slices.Contains(faultsOf([]string{k}, everything), fault) {
+				return k
+			}
 		}
 	}
 	return ""

@@ -154,7 +154,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 			return nil, err
 		}
 		if err := nemesis.CheckOffered(c.nemeses, c.nodes, !c.keep); err != nil {
-			return nil, fmt.Errorf("%w (the EIO faults need the faultfs mirror, which --keep leaves out; member-shrink needs 5 nodes)", err)
+			return nil, fmt.Errorf("%w (the EIO faults need the faultfs mirror, which --keep leaves out; member-shrink needs 5 nodes, member-grow 3)", err)
 		}
 	}
 	if err := c.checkNegative(); err != nil {
