@@ -401,18 +401,27 @@ const raftShutdownWait = 15 * time.Second
 // leader whose log write failed stepped down, hung in Shutdown, and its
 // heartbeats went on). The caller then exits instead.
 func (n *Node) shutdownRaft() error {
+	err := boundedShutdown(raftShutdownWait, func() error { return n.raft.Shutdown().Error() })
+	if errors.Is(err, errRaftHung) {
+		n.logger.Error("raft did not shut down in time", "waited", raftShutdownWait)
+	}
+	return err
+}
+
+// boundedShutdown runs shutdown and waits for it at most wait: past it,
+// errRaftHung (shutdown goes on in the background, if ever).
+func boundedShutdown(wait time.Duration, shutdown func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- n.raft.Shutdown().Error() }()
-	wait := time.NewTimer(raftShutdownWait)
-	defer wait.Stop()
+	go func() { done <- shutdown() }()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
 			return fmt.Errorf("raftnode: shut down raft: %w", err)
 		}
 		return nil
-	case <-wait.C:
-		n.logger.Error("raft did not shut down in time", "waited", raftShutdownWait)
+	case <-timer.C:
 		return errRaftHung
 	}
 }
