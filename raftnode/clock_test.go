@@ -139,6 +139,39 @@ func TestClockStepOnTheLeader(t *testing.T) {
 	}
 }
 
+// A leader's wall clock that steps an hour back does not stop table
+// time: it goes on at the monotonic rate, so no hold TTL is kept past
+// its time. Under --unsafe wall-clock it stands still (lockstate never
+// lets table time go back), which keeps every hold.
+func TestClockStepBackOnTheLeader(t *testing.T) {
+	const pause = 300 * time.Millisecond
+	for _, unsafeWall := range []bool{false, true} {
+		t.Run(map[bool]string{false: "safe", true: "unsafe wall-clock"}[unsafeWall], func(t *testing.T) {
+			var offset atomic.Int64
+			c := newTestCluster(t, 3, func(cfg *Config) {
+				cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
+				cfg.UnsafeWallClock = unsafeWall
+			})
+			l := c.leader().get()
+			tableTime := func() int64 {
+				createSession(t, l, time.Minute) // a command stamped now
+				c.converged()
+				var clock int64
+				l.FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
+				return clock
+			}
+			before := tableTime()
+			offset.Store(int64(-time.Hour))
+			time.Sleep(pause)
+			advanced := time.Duration(tableTime() - before)
+			if (advanced >= pause) == unsafeWall {
+				t.Fatalf("table time advanced %v over %v after an hour's step back; want it to advance: %v",
+					advanced, pause, !unsafeWall)
+			}
+		})
+	}
+}
+
 // A new leader whose wall clock is an hour ahead of the old one's does
 // not carry table time with it (etcd's leases and Consul's sessions are
 // renewed on a leader change for the same reason).
