@@ -148,6 +148,9 @@ func TestFaultsOf(t *testing.T) {
 		{[]string{"kill", "partition"}, KindDisk, false},
 		{[]string{"mixed"}, KindClock, false},
 	}
+	if got := untried([]string{"a", "b", "c"}, map[string]bool{"b": true}); !reflect.DeepEqual(got, []string{"a", "c"}) {
+		t.Errorf("untried = %v", got)
+	}
 	for _, u := range uses {
 		if got := Uses(u.names, u.kind); got != u.want {
 			t.Errorf("Uses(%v, %s) = %v", u.names, u.kind, got)

@@ -240,7 +240,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // Run injects random faults until ctx ends: quiet for an interval, apply
 // a fault, keep it for its duration, undo it, and so on. The first faults
-// are one of each kind asked for, in a random order. Every fault is
+// are one of each kind asked for, in a random order, then each fault not
+// yet tried. Every fault is
 // recorded with rec as an info event F "start" and then "stop" (Fault:
 // one of the Fault* names; Targets: the nodes, or for partitions one
 // comma-joined entry per group). When ctx ends it always leaves the
@@ -262,16 +263,21 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		<-ctx.Done()
 		return s.counts, nil
 	}
-	// Each kind once first, in a random order, then any fault: a run
-	// long enough for len(kinds) faults has them all.
+	// Each kind once first, in a random order (a run long enough for
+	// len(kinds) faults has every kind), then each fault not yet tried, in
+	// a random order (one long enough for those has every fault), then
+	// any fault.
 	first := s.r.Perm(len(kinds))
+	tried := map[string]bool{}
 	var cur *fault
 	for n := 0; sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)); n++ {
 		choices := faultsOf(cfg.Kinds, offerOf(c, cfg))
 		if n < len(first) {
 			choices = kinds[first[n]]
+		} else if rest := untried(choices, tried); len(rest) > 0 {
+			choices = rest
 		}
-		ft, d := s.inject(ctx, choices)
+		ft, d := s.inject(ctx, choices, tried)
 		if ft == nil {
 			continue
 		}
@@ -283,6 +289,17 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		cur = nil
 	}
 	return s.counts, s.cleanUp(cur)
+}
+
+// untried returns the faults of choices not in tried, in their order.
+func untried(choices []string, tried map[string]bool) []string {
+	var out []string
+	for _, f := range choices {
+		if !tried[f] {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // schedule is a Run under way.
@@ -321,11 +338,12 @@ func (s *schedule) record(f string, ft *fault) {
 		Fault: ft.name, Targets: ft.targets})
 }
 
-// inject applies a random one of choices and records its start; it
-// returns the fault (nil if nothing was applied) and how long to keep
-// it.
-func (s *schedule) inject(ctx context.Context, choices []string) (*fault, time.Duration) {
+// inject applies a random one of choices (noting it in tried) and
+// records its start; it returns the fault (nil if nothing was applied)
+// and how long to keep it.
+func (s *schedule) inject(ctx context.Context, choices []string, tried map[string]bool) (*fault, time.Duration) {
 	name := choices[s.r.Intn(len(choices))]
+	tried[name] = true
 	d := between(s.r, s.cfg.FaultDuration/3, s.cfg.FaultDuration)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ft, err := apply(actx, s.c, s.cfg, s.r, name, d)
