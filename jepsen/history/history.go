@@ -142,16 +142,36 @@ type Event struct {
 	Token   uint64        `json:"token,omitempty"`
 	Holders []Holder      `json:"holders,omitempty"`
 
-	Value  int64              `json:"value,omitempty"`
-	Read   []int64            `json:"read,omitempty"`
-	Values map[string][]int64 `json:"values,omitempty"`
-	Seq    uint64             `json:"seq,omitempty"`
+	Value int64 `json:"value,omitempty"`
+	// Read is what a resource read returned: its last ReadTail values,
+	// and ReadLen counts them all where there were more. No checker
+	// judges reads (set-full judges the final read, Values), and a whole
+	// register per read made a history grow with the square of its
+	// length: an hour's soak wrote 11.7 GB, which no checker could load.
+	Read    []int64            `json:"read,omitempty"`
+	ReadLen int                `json:"read_len,omitempty"`
+	Values  map[string][]int64 `json:"values,omitempty"`
+	Seq     uint64             `json:"seq,omitempty"`
 
 	Session string   `json:"session,omitempty"`
 	Node    string   `json:"node,omitempty"`
 	Error   string   `json:"error,omitempty"`
 	Fault   string   `json:"fault,omitempty"`
 	Targets []string `json:"targets,omitempty"`
+}
+
+// ReadTail is how many of a read's last values an event keeps.
+const ReadTail = 16
+
+// trimRead keeps the last ReadTail values of e.Read and their count.
+func (e *Event) trimRead() {
+	if len(e.Read) <= ReadTail {
+		return
+	}
+	if e.ReadLen == 0 {
+		e.ReadLen = len(e.Read)
+	}
+	e.Read = append([]int64(nil), e.Read[len(e.Read)-ReadTail:]...)
 }
 
 // Recorder appends events to a history in memory and, optionally, to a
@@ -194,6 +214,7 @@ func (r *Recorder) Add(e Event) Event {
 	defer r.mu.Unlock()
 	e.Index = len(r.events)
 	e.Time = time.Since(r.start)
+	e.trimRead()
 	r.events = append(r.events, e)
 	if r.w != nil && r.err == nil {
 		b, err := json.Marshal(e)
@@ -244,6 +265,7 @@ func Read(rd io.Reader) ([]Event, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("history line %d: %w", line, err)
 		}
+		e.trimRead() // histories written before reads were trimmed
 		out = append(out, e)
 	}
 	return out, sc.Err()

@@ -578,10 +578,10 @@ func describeRequest(b *strings.Builder, in history.Event) {
 // error.
 func describeCompletion(b *strings.Builder, c *history.Event) {
 	if len(c.Read) > 0 {
-		r := c.Read
+		r, total := c.Read, max(c.ReadLen, len(c.Read))
 		more := ""
-		if len(r) > 10 {
-			r, more = r[len(r)-10:], fmt.Sprintf("(%d) ...", len(c.Read))
+		if total > 10 {
+			r, more = r[max(len(r)-10, 0):], fmt.Sprintf("(%d) ...", total)
 		}
 		fmt.Fprintf(b, "\nread: %s%v", more, r)
 	}
