@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockd/lockd/jepsen/compose"
 	"github.com/lockd/lockd/jepsen/faultfs"
+	"github.com/lockd/lockd/jepsen/nemesis"
 )
 
 // diskSize is the size of each node's data dir in disk runs.
@@ -55,6 +56,23 @@ func mountSmallDisks(nodes []string, mirror bool) (smallDisks, error) {
 			return disks, fmt.Errorf("%s: %w", n, err)
 		}
 		d.data = data
+	}
+	return disks, nil
+}
+
+// attachSmallDisks mounts the small disks of a disk run and gives them
+// to cl. A mirror only where writes may fail: disk-full alone runs on
+// the plain tmpfs, and with --keep the mirror would end with this
+// process (CheckOffered refuses the EIO faults by name then).
+func attachSmallDisks(cl *compose.Cluster, cfg *runConfig, logf func(string, ...any)) (smallDisks, error) {
+	mirror := nemesis.FailsWrites(cfg.nemeses) && !cfg.keep
+	disks, err := mountSmallDisks(cl.Names(), mirror)
+	if err != nil {
+		return disks, err
+	}
+	cl.DataDirs, cl.FailingDisks = disks.dataDirs(), disks.failing()
+	if cfg.keep && nemesis.FailsWrites(cfg.nemeses) {
+		logf("--keep: the data dirs are plain tmpfs (a faultfs mirror would end with this process), so no disk-fail faults")
 	}
 	return disks, nil
 }

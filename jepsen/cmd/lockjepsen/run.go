@@ -281,18 +281,10 @@ func runCmd(args []string) (int, error) {
 	cl.Env = clusterEnv(cfg)
 	_ = cl.Down(ctx) // a cluster left over by an interrupted run
 	if nemesis.Uses(cfg.nemeses, nemesis.KindDisk) {
-		// A mirror only where writes may fail: disk-full alone runs on the
-		// plain tmpfs, and with --keep the mirror would end with this
-		// process (CheckOffered refuses the EIO faults by name then).
-		mirror := nemesis.FailsWrites(cfg.nemeses) && !cfg.keep
-		disks, err := mountSmallDisks(cl.Names(), mirror)
+		disks, err := attachSmallDisks(cl, cfg, logf)
 		defer unmountDisks(disks, cfg, logf)
 		if err != nil {
 			return 1, err
-		}
-		cl.DataDirs, cl.FailingDisks = disks.dataDirs(), disks.failing()
-		if cfg.keep && nemesis.FailsWrites(cfg.nemeses) {
-			logf("--keep: the data dirs are plain tmpfs (a faultfs mirror would end with this process), so no disk-fail faults")
 		}
 	}
 	defer tearDown(cfg, cl, logf)
