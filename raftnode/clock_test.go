@@ -110,26 +110,40 @@ func TestClockedFSMIsNotBatching(t *testing.T) {
 	}
 }
 
+// steppedCluster starts a 3-node cluster whose nodes read their wall
+// clock moved by the offset it returns (the clock hook), with or without
+// --unsafe wall-clock, and returns a function that stamps a command on
+// the leader and reads the table time it left.
+func steppedCluster(t *testing.T, unsafeWall bool) (*atomic.Int64, func() int64) {
+	offset := new(atomic.Int64)
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
+		cfg.UnsafeWallClock = unsafeWall
+	})
+	l := c.leader().get()
+	s := createSession(t, l, time.Minute)
+	acquire(t, l, s, "held", "r1", 0, 30*time.Second)
+	return offset, func() int64 {
+		createSession(t, l, time.Minute) // a command stamped now
+		c.converged()
+		var clock int64
+		l.FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
+		return clock
+	}
+}
+
+var wallModes = map[bool]string{false: "safe", true: "unsafe wall-clock"}
+
 // A leader's wall clock that steps an hour forward (the clock nemesis)
 // does not move table time: no hold TTL ends early. Under --unsafe
 // wall-clock it does, which is what the jepsen negative control relies
 // on.
 func TestClockStepOnTheLeader(t *testing.T) {
 	for _, unsafeWall := range []bool{false, true} {
-		t.Run(map[bool]string{false: "safe", true: "unsafe wall-clock"}[unsafeWall], func(t *testing.T) {
-			var offset atomic.Int64
-			c := newTestCluster(t, 3, func(cfg *Config) {
-				cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
-				cfg.UnsafeWallClock = unsafeWall
-			})
-			l := c.leader().get()
-			s := createSession(t, l, time.Minute)
-			acquire(t, l, s, "held", "r1", 0, 30*time.Second)
+		t.Run(wallModes[unsafeWall], func(t *testing.T) {
+			offset, tableTime := steppedCluster(t, unsafeWall)
 			offset.Store(int64(time.Hour))
-			createSession(t, l, time.Minute) // a command stamped after the step
-			c.converged()
-			var clock int64
-			l.FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
+			clock := tableTime()
 			jumped := clock > time.Now().Add(30*time.Minute).UnixNano()
 			if jumped != unsafeWall {
 				t.Fatalf("table time %v after an hour's step on the leader; jumped = %v, want %v",
@@ -146,20 +160,8 @@ func TestClockStepOnTheLeader(t *testing.T) {
 func TestClockStepBackOnTheLeader(t *testing.T) {
 	const pause = 300 * time.Millisecond
 	for _, unsafeWall := range []bool{false, true} {
-		t.Run(map[bool]string{false: "safe", true: "unsafe wall-clock"}[unsafeWall], func(t *testing.T) {
-			var offset atomic.Int64
-			c := newTestCluster(t, 3, func(cfg *Config) {
-				cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
-				cfg.UnsafeWallClock = unsafeWall
-			})
-			l := c.leader().get()
-			tableTime := func() int64 {
-				createSession(t, l, time.Minute) // a command stamped now
-				c.converged()
-				var clock int64
-				l.FSM().Read(func(tab *lockstate.Table) { clock = tab.Clock() })
-				return clock
-			}
+		t.Run(wallModes[unsafeWall], func(t *testing.T) {
+			offset, tableTime := steppedCluster(t, unsafeWall)
 			before := tableTime()
 			offset.Store(int64(-time.Hour))
 			time.Sleep(pause)
