@@ -365,6 +365,7 @@ func Recover(ctx context.Context, c *compose.Cluster) error {
 	for _, d := range c.FailingDisks { // a safety net: every disk fault mends its own
 		d.FailWrites(false)
 	}
+	keep(retireSpares(ctx, c)) // and every grow retires its spares
 	keep(Heal(ctx, c))
 	return firstErr
 }

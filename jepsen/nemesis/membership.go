@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ var spareNodes = []string{"n4", "n5"}
 // memberGrow starts the spare nodes fresh and waits (bounded) until the
 // leader counts them as voters; undoing shrinks the cluster back.
 func memberGrow(ctx context.Context, c *compose.Cluster) (*fault, error) {
-	ft := &fault{name: FaultMemberGrow, targets: spareNodes,
+	ft := &fault{name: FaultMemberGrow, targets: slices.Clone(spareNodes),
 		undo: func(ctx context.Context) error { return shrinkBack(ctx, c) }}
 	for _, n := range spareNodes {
 		if err := c.Replace(ctx, n); err != nil {
@@ -140,26 +141,52 @@ func memberGrow(ctx context.Context, c *compose.Cluster) (*fault, error) {
 	return ft, waitVoters(wctx, c, len(c.Names())+len(spareNodes))
 }
 
-// shrinkBack makes the spare nodes leave (or, where one cannot, removes
-// it through the others), deletes them, and waits until the cluster is
+// shrinkBack retires the spare nodes and waits until the cluster is
 // healthy with its own nodes only.
 func shrinkBack(ctx context.Context, c *compose.Cluster) error {
 	var errs []error
 	for _, n := range spareNodes {
-		err := c.Leave(ctx, n)
-		if err == nil {
-			wctx, cancel := context.WithTimeout(ctx, leaveTimeout)
-			err = c.WaitExited(wctx, n)
-			cancel()
-		}
-		if err != nil { // not running, or stuck: an operator removes it
-			err = removeThroughOthers(ctx, c, n)
-		}
-		errs = append(errs, err, c.Remove(ctx, n))
+		errs = append(errs, retireSpare(ctx, c, n))
 	}
 	wctx, cancel := context.WithTimeout(ctx, RestartTimeout)
 	defer cancel()
-	errs = append(errs, c.WaitHealthy(wctx))
+	return errors.Join(append(errs, c.WaitHealthy(wctx))...)
+}
+
+// retireSpare makes spare node n leave and deletes it. Where it cannot
+// leave (not running, stuck) it is deleted first and then removed
+// through the others: a live node removed would be added again by the
+// leader. The delete and the removal have bounds of their own, so a slow
+// leave does not leave the node running.
+func retireSpare(ctx context.Context, c *compose.Cluster, n string) error {
+	lctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	err := c.Leave(lctx, n)
+	if err == nil {
+		err = c.WaitExited(lctx, n)
+	}
+	cancel()
+	own := context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(own, removeTimeout)
+	defer cancel()
+	gone := c.Remove(dctx, n)
+	if err == nil {
+		return gone
+	}
+	return errors.Join(gone, removeThroughOthers(own, c, n))
+}
+
+// retireSpares retires any spare node left running in a 3-node cluster
+// (Recover's safety net for a grow whose undo did not finish).
+func retireSpares(ctx context.Context, c *compose.Cluster) error {
+	if len(c.Names()) != 3 {
+		return nil
+	}
+	var errs []error
+	for _, n := range spareNodes {
+		if _, err := c.Container(ctx, n); err == nil {
+			errs = append(errs, retireSpare(ctx, c, n))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -290,6 +317,9 @@ func applyMembership(ctx context.Context, c *compose.Cluster, cfg Config, r *ran
 	case FaultMemberShrink:
 		return memberLeave(ctx, c, cfg, name, shuffled(nodes, r)[:2], r)
 	case FaultMemberGrow:
+		if cfg.LoneReplacements { // its control is about replacements; grown nodes are none
+			return nil, errNothingToDo
+		}
 		return memberGrow(ctx, c)
 	}
 	return nil, fmt.Errorf("unknown fault %q", name)

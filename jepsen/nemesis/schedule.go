@@ -359,9 +359,19 @@ func (s *schedule) inject(ctx context.Context, choices []string, tried map[strin
 		}
 	}
 	s.counts[ft.name]++
-	s.record(history.Start, ft)
+	s.rec(history.Event{Process: history.Nemesis, Type: history.Info, F: history.Start,
+		Fault: ft.name, Targets: ft.targets, Error: errorText(err)})
 	s.logf("nemesis: start %s %v for %v", ft.name, ft.targets, d)
 	return ft, d
+}
+
+// errorText is err's text, "" for nil: a fault whose start carries one
+// was applied only in part (report.Summarize counts it apart).
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // lift undoes ft and records its stop.

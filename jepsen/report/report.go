@@ -101,6 +101,8 @@ func Summarize(run Run, events []history.Event, results []checker.Result) Summar
 		switch {
 		case e.Process >= 0:
 			inc(e.F, string(e.Type))
+		case e.Process == history.Nemesis && e.F == history.Start && e.Error != "":
+			s.Faults[faultName(e.Fault)+" (failed)"]++ // applied in part at most
 		case e.Process == history.Nemesis && e.F == history.Start:
 			s.Faults[faultName(e.Fault)]++
 		}
