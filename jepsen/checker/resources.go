@@ -46,7 +46,7 @@ func Resources(events []history.Event, cfg Config) Result {
 	switch {
 	case r.Counts["samples"] == 0:
 		r.Verdict, r.Note = Unknown, "no metrics sampled"
-	case r.Counts["too-few-samples"] == len(nodes) && r.Verdict == Valid:
+	case r.Counts["too-few-samples"] == len(nodes):
 		// Nothing was judged: a valid verdict would claim what no sample shows.
 		r.Verdict, r.Note = Unknown, "no node's process lived long enough to judge"
 	}

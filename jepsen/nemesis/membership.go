@@ -108,17 +108,15 @@ const removeTimeout = 30 * time.Second
 func removeThroughOthers(ctx context.Context, c *compose.Cluster, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
-	var errs []error
+	var last error // the latest refusal, for the error at the end
 	for {
 		for _, via := range without(c.Names(), node) {
-			err := c.RemoveMember(ctx, via, c.ID(node))
-			if err == nil {
+			if last = c.RemoveMember(ctx, via, c.ID(node)); last == nil {
 				return nil
 			}
-			errs = append(errs[:0], err)
 		}
 		if !sleep(ctx, 500*time.Millisecond) {
-			return fmt.Errorf("remove %s: %w", node, errors.Join(append(errs, ctx.Err())...))
+			return fmt.Errorf("remove %s: %w", node, errors.Join(last, ctx.Err()))
 		}
 	}
 }
