@@ -168,9 +168,9 @@ func limits(events []history.Event, cfg Config) map[string]int {
 	return out
 }
 
-// lostProcesses are the processes whose session expired: a lost event or
+// LostProcesses are the processes whose session expired: a lost event or
 // a release that failed not_held (without hold TTLs).
-func lostProcesses(events []history.Event) map[int]bool {
+func LostProcesses(events []history.Event) map[int]bool {
 	out := map[int]bool{}
 	ttl := map[int]bool{} // processes whose holds have a TTL
 	for _, e := range events {

@@ -225,7 +225,7 @@ type wait struct {
 // outside every fault window, with what their process held meanwhile.
 func timedOutWaits(events []history.Event, all []op) []wait {
 	faults := faultWindows(events)
-	lost := lostProcesses(events)
+	lost := LostProcesses(events)
 	holding := map[int][]string{}
 	var waits []wait
 	for _, o := range all {

@@ -30,7 +30,7 @@ func Safety(events []history.Event, cfg Config) Result {
 	fenced, sem := resourceUses(events, &r)
 	overlappingResourceHolds(fenced, lims, cfg, &r)
 	staleUsesAccepted(fenced, lims, cfg, &r)
-	lost := lostProcesses(events)
+	lost := LostProcesses(events)
 	semaphoreOverflows(events, sem, lims, lost, cfg, &r)
 	concurrentHolds(events, lims, lost, cfg, &r)
 	return r

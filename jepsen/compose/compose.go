@@ -491,7 +491,7 @@ func (c *Cluster) RemoveMember(ctx context.Context, via, id string) error {
 // Metrics reads the gauges named in names (without labels) from node's
 // GET /metrics; a gauge the node does not export is left out.
 func (c *Cluster) Metrics(ctx context.Context, node string, names []string) (map[string]float64, error) {
-	body, err := c.call(ctx, node, "GET", "/metrics", "", http.StatusOK)
+	body, err := c.Call(ctx, node, "GET", "/metrics", "", http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -512,13 +512,13 @@ func (c *Cluster) Metrics(ctx context.Context, node string, names []string) (map
 // operate makes an operator call to node over HTTPS with c.Token, bounded
 // by 10 s, and wants the status ok.
 func (c *Cluster) operate(ctx context.Context, node, method, path, body string, ok int) error {
-	_, err := c.call(ctx, node, method, path, body, ok)
+	_, err := c.Call(ctx, node, method, path, body, ok)
 	return err
 }
 
-// call makes a call to node over HTTPS with c.Token, bounded by 10 s,
+// Call makes a call to node over HTTPS with c.Token, bounded by 10 s,
 // wants the status ok and returns the answer's body (at most 4 MiB).
-func (c *Cluster) call(ctx context.Context, node, method, path, body string, ok int) ([]byte, error) {
+func (c *Cluster) Call(ctx context.Context, node, method, path, body string, ok int) ([]byte, error) {
 	conf, err := c.TLS()
 	if err != nil {
 		return nil, fmt.Errorf("%s %s on %s: %w", method, path, node, err)

@@ -70,6 +70,12 @@ type Config struct {
 	// upgrade.go): the version gate off on upgraded nodes, the leader
 	// upgraded second, the last node left on the old build.
 	UngatedUpgrade bool
+	// Aim, if set, replaces the random schedule by attempts aimed at one
+	// negative control's condition (AimWallClock, AimLoneReplacement; see
+	// aim.go), each recorded as Exercised or Missed.
+	Aim string
+	// HoldTTL is the clients' hold TTL (AimWallClock steps past it).
+	HoldTTL time.Duration
 	// Logf, if set, receives a line per fault and per error.
 	Logf func(format string, args ...any)
 }
@@ -258,6 +264,9 @@ func Run(ctx context.Context, c *compose.Cluster, cfg Config, rec func(history.E
 		return nil, err
 	}
 	s := newSchedule(c, cfg, rec)
+	if cfg.Aim != "" {
+		return s.aim(ctx), s.cleanUp(nil)
+	}
 	kinds := faultsByKind(cfg.Kinds, offerOf(c, cfg))
 	if len(kinds) == 0 {
 		<-ctx.Done()

@@ -68,6 +68,17 @@ type Summary struct {
 	// Faults counts nemesis start events per fault kind.
 	Faults    map[string]int     `json:"faults"`
 	LatencyMS map[string]Latency `json:"latency_ms"`
+	// Control says, for a negative control's run, whether its condition
+	// happened (see lockjepsen's control.go).
+	Control *Control `json:"control,omitempty"`
+}
+
+// Control is what a negative control's run shows of its condition.
+type Control struct {
+	Name      string   `json:"name"`
+	Exercised bool     `json:"exercised"`
+	Evidence  []string `json:"evidence,omitempty"` // what shows it happened
+	Missed    []string `json:"missed,omitempty"`   // aimed attempts that did not land, and why
 }
 
 // Summarize counts events and latencies and folds the checker verdicts.

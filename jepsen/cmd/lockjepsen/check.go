@@ -70,6 +70,9 @@ func recheck(dir string, liveness time.Duration) (report.Summary, error) {
 		}
 	}
 	sum := report.Summarize(old.Run, events, results)
+	if old.Negative != "" {
+		sum.Control = judgeControl(old.Negative, events)
+	}
 	if err := report.WriteJSON(dir, sum); err != nil {
 		return sum, err
 	}

@@ -211,6 +211,15 @@ func (c *runConfig) checkNegative() error {
 		!nemesis.Uses(c.nemeses, nemesis.KindPartition) && !nemesis.Uses(c.nemeses, nemesis.KindKill)) {
 		return fmt.Errorf("--negative %s needs --snapshot-threshold and --nemesis partition or kill (a node restored from a snapshot)", negStaleSnapshot)
 	}
+	// A hold counts until its hold TTL after the acquire's invoke: one
+	// granted after a long wait and held a while must still count when
+	// the step ends it, or no run could show the overlap.
+	if c.negative == negWallClock && c.holdTTL <= c.wait+2*c.hold {
+		return fmt.Errorf("--negative %s needs --hold-ttl above --wait + 2×--hold (%v): a hold must still count when the step ends it", negWallClock, c.wait+2*c.hold)
+	}
+	if step := nemesis.WallClockStep(c.holdTTL); c.negative == negWallClock && c.ttl < 2*step {
+		return fmt.Errorf("--negative %s needs --ttl of at least %v, twice its clock step: the step must end holds, not sessions", negWallClock, 2*step)
+	}
 	if c.negative == negIntruderAdmin && !c.acl {
 		return fmt.Errorf("--negative %s needs ACLs (the intruder has a token)", negIntruderAdmin)
 	}
@@ -395,8 +404,11 @@ func judgedAsExpected(cfg *runConfig, sum report.Summary) int {
 	case cfg.negative != "" && sum.Flagged():
 		fmt.Printf("negative control %q was flagged invalid, as it must be\n", cfg.negative)
 		return 0
+	case cfg.negative != "" && sum.Control != nil && !sum.Control.Exercised:
+		fmt.Printf("negative control %q was not exercised: its condition did not happen in this run (not flagged either)\n", cfg.negative)
+		return exitNotExercised
 	case cfg.negative != "":
-		fmt.Printf("negative control %q was NOT flagged: the checkers missed it\n", cfg.negative)
+		fmt.Printf("negative control %q was exercised and NOT flagged: the checkers missed it\n", cfg.negative)
 		return 1
 	case sum.Valid:
 		return 0
@@ -475,6 +487,9 @@ func execute(ctx context.Context, cfg *runConfig, cl *compose.Cluster, toks *wor
 		logf("nodes that caught up through InstallSnapshot: %v", run.SnapshotInstalls)
 	}
 	sum := report.Summarize(run, events, results)
+	if cfg.negative != "" {
+		sum.Control = judgeControl(cfg.negative, events)
+	}
 	if err := report.WriteJSON(outDir, sum); err != nil {
 		return sum, err
 	}
@@ -519,7 +534,10 @@ func mainPhase(ctx context.Context, cfg *runConfig, cl *compose.Cluster, rec *hi
 	if len(cfg.nemeses) > 0 {
 		ncfg := nemesis.Config{Kinds: cfg.nemeses, Rand: rand.New(rand.NewSource(cfg.seed)),
 			Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: pauses.Pause,
-			SessionTTL: cfg.ttl, LoneReplacements: cfg.negative == negLoneReplacement}
+			SessionTTL: cfg.ttl, LoneReplacements: cfg.negative == negLoneReplacement, HoldTTL: cfg.holdTTL}
+		if cfg.negative == negWallClock || cfg.negative == negLoneReplacement {
+			ncfg.Aim = cfg.negative // the nemesis aims at the control's condition (nemesis/aim.go)
+		}
 		ncfg.UngatedUpgrade = cfg.negative == negUngatedUpgrade
 		if cfg.verbose {
 			ncfg.Logf = logf
@@ -686,6 +704,9 @@ func printVerdict(s report.Summary, outDir string) {
 			}
 			fmt.Printf("%16s %s\n", "", a)
 		}
+	}
+	if c := s.Control; c != nil {
+		fmt.Printf("control %s: exercised=%v evidence=%q missed=%q\n", c.Name, c.Exercised, c.Evidence, c.Missed)
 	}
 	verdict := "VALID"
 	if !s.Valid {

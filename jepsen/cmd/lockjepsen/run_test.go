@@ -13,7 +13,9 @@ func TestNegativeControlFlags(t *testing.T) {
 		wantErr string
 		from    string
 	}{
-		{"--nemesis clock --negative wall-clock", "", previousRelease},
+		{"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --negative wall-clock", "", previousRelease},
+		{"--nemesis clock --hold-ttl 10s --hold 2s --negative wall-clock", "needs --ttl of at least 30s", ""},
+		{"--nemesis clock --hold-ttl 2s --hold 300ms --negative wall-clock", "needs --hold-ttl above", ""},
 		{"--nemesis partition --negative wall-clock", "needs --nemesis clock", ""},
 		{"--nemesis disk --negative lying-disk", "", previousRelease},
 		{"--nemesis kill --negative lying-disk", "needs --nemesis disk", ""},
