@@ -64,13 +64,13 @@ func judgeControl(negative string, events []history.Event) *report.Control {
 // release's invoke, its session's loss or close, or its hold TTL after
 // the acquire's invoke, whichever came first).
 type hold struct {
-	name     string
-	token    uint64
-	process  int
-	granted  time.Duration
-	end      time.Duration
-	shared   bool // a read hold, or a permit of a semaphore
-	used     bool // a resource operation was invoked under it
+	name    string
+	token   uint64
+	process int
+	granted time.Duration
+	end     time.Duration
+	shared  bool // a read hold, or a permit of a semaphore
+	used    bool // a resource operation was invoked under it
 }
 
 // holds lists the holds of events, in the order of their grants, as the
