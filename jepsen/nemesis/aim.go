@@ -198,9 +198,9 @@ func (s *schedule) aimLoneReplacement(ctx context.Context) ([]string, error) {
 	if err := Kill(ctx, s.c, lone); err != nil {
 		return nil, err
 	}
-	for _, n := range others {
+	for _, n := range without(s.c.Names(), lone) {
 		if err := dropFrom(ctx, s.c, n, lone); err != nil {
-			return nil, err
+			return nil, errors.Join(err, s.giveBack(lone))
 		}
 	}
 	if err := s.c.Replace(ctx, lone, s.cfg.replacementEnv()...); err != nil {
@@ -213,6 +213,14 @@ func (s *schedule) aimLoneReplacement(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return waitLoneGrant(ctx, s.c, lone)
+}
+
+// giveBack starts node again as it was and heals the routes, after an
+// attempt that failed before node was replaced.
+func (s *schedule) giveBack(node string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), RestartTimeout+10*time.Second)
+	defer cancel()
+	return errors.Join(Heal(ctx, s.c), Restart(ctx, s.c, node))
 }
 
 // dropFrom makes node drop every packet to peer: a blackhole route in
