@@ -56,7 +56,8 @@ jepsen-smoke:
 	jepsen/smoke.sh
 
 # The partition/kill/pause/mixed matrix of docs/jepsen.md and every
-# negative control (about an hour, 3 clusters side by side); the issue-14
-# rows need FAULTS and EXTRA (see jepsen/matrix.sh).
+# negative control (about an hour, 3 clusters side by side); the clock,
+# membership, disk and upgrade rows need FAULTS and EXTRA (see
+# jepsen/matrix.sh).
 jepsen-full:
 	jepsen/matrix.sh

@@ -11,7 +11,7 @@ import (
 	"github.com/lockd/lockd/api"
 )
 
-// More of issue 11's checks: the edges of 415, CORS and the node-local
+// More checks of client trust: the edges of 415, CORS and the node-local
 // limits, and every place a name enters.
 
 func TestBodyContentTypeEdges(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 // TestUINodeRates: the dashboard shows handoff, grant and acquire rates
 // from the node's /metrics; a release that hands a lock to a waiter while
-// the page polls shows as a handoff rate above 0 (issue 12).
+// the page polls shows as a handoff rate above 0.
 func TestUINodeRates(t *testing.T) {
 	chromium := needChromium(t)
 	n := singleNode(t, nodeOptions{})

@@ -112,7 +112,7 @@ const envelopeHead = 1 + 4
 type Format int
 
 const (
-	// FormatBare is a command as builds before issue 10 wrote it: its type
+	// FormatBare is a command as builds before checksums wrote it: its type
 	// byte, then the msgpack array [now, cmd] with cmd as a map keyed by
 	// its msgpack tags.
 	FormatBare Format = 1
@@ -120,7 +120,7 @@ const (
 	//
 	//	ChecksummedType, CRC-32C (Castagnoli) of the bare command (4 bytes, big endian), bare command
 	FormatChecksummed Format = 2
-	// FormatACL (issue 11) is FormatChecksummed whose commands may carry
+	// FormatACL is FormatChecksummed whose commands may carry
 	// the fields and types of client trust: session keys, Auth, Limits,
 	// Revoke and the ACL token commands. An older build would refuse such
 	// an entry (its decoders know only their own fields), so a leader
@@ -136,7 +136,7 @@ const (
 var ErrFormatTooOld = errors.New("log format too old for this command")
 
 // MinFormat is the oldest format that can carry cmd: FormatBare, or
-// FormatACL for a command with the fields or types of issue 11.
+// FormatACL for a command with the fields or types of client trust.
 func MinFormat(cmd lockstate.Command) Format {
 	if needsACLFormat(cmd) {
 		return FormatACL
@@ -215,7 +215,7 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 }
 
 // Decode parses a log entry: a checksummed one as Encode writes it, or a
-// bare command as builds before issue 10 wrote them, which carries no
+// bare command as builds before checksums wrote them, which carries no
 // checksum and is read as it always was. It never panics, and allocates
 // nothing for lengths the entry does not actually contain. It is strict,
 // because a node that guesses would diverge from one that does not: the

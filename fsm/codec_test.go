@@ -358,7 +358,7 @@ func TestDecodeStrict(t *testing.T) {
 }
 
 // format2Fields are the fields each command had before FormatACL: what the
-// decoders of a format 2 build accept (from commands.go before issue 11).
+// decoders of a format 2 build accept (from commands.go before FormatACL).
 var format2Fields = map[MessageType][]string{
 	CreateSessionType: {"name", "ttl", "on_deadlock", "ordered", "lock_delay"},
 	CloseSessionType:  {"session"},

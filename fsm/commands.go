@@ -16,7 +16,7 @@ const (
 	SurrenderType     MessageType = 6
 	CancelType        MessageType = 7
 	TickType          MessageType = 8
-	// Since FormatACL (issue 11):
+	// Since FormatACL (client trust: ACLs, session keys, limits):
 	RevokeType       MessageType = 9
 	BootstrapACLType MessageType = 10
 	CreateTokenType  MessageType = 11
@@ -24,7 +24,7 @@ const (
 )
 
 // ChecksummedType is not a command: it marks the envelope Encode writes
-// around every command since issue 10 (see Encode). It takes the last value
+// around every command since FormatChecksummed (see Encode). It takes the last value
 // below IgnoreUnknownFlag so that commands, numbered up from 1, never reach
 // it, and it has no row in commandTypes.
 const ChecksummedType MessageType = 0x7f

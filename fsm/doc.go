@@ -11,8 +11,8 @@
 //
 // # Checksums
 //
-// Since issue 10 ("Cluster trust") Encode wraps every command in an
-// envelope with a CRC-32C (Castagnoli) of it:
+// Since FormatChecksummed Encode wraps every command in an envelope with
+// a CRC-32C (Castagnoli) of it:
 //
 //	0x7f (ChecksummedType), CRC-32C of the command (4 bytes, big endian), command
 //
@@ -50,15 +50,15 @@
 // NewestFormat whatever the voters run: a follower forwarding a command to
 // a leader on the old build with Encode gets it refused.
 //
-// FormatACL (issue 11) adds fields to commands and four commands; a
+// FormatACL (client trust) adds fields to commands and four commands; a
 // leader writes them only once every voter applies it (EncodeFormat
 // refuses them in older formats), so ACLs, session keys and limits start
 // working once the last voter is upgraded.
 //
 // Snapshots are gated by content only: Persist writes format 3 for a table
 // that has ACL state, session keys or revocations, which only FormatACL
-// entries can create, and format 2 otherwise. A voter on the build before
-// issue 10 cannot install a format 2 snapshot from an upgraded leader
+// entries can create, and format 2 otherwise. A voter on a build before
+// FormatChecksummed cannot install a format 2 snapshot from an upgraded leader
 // (raft retries until it is upgraded), and a node that has taken a
 // snapshot cannot go back to a build that does not read its format.
 //

@@ -49,7 +49,7 @@ type gen struct {
 	sessions []lockstate.SessionID // created and not known to be ended
 	reqs     []string              // request ids seen, for releases, cancels and retries
 	nextReq  int
-	acl      *aclGen // nil: a log without ACLs, as before issue 11
+	acl      *aclGen // nil: a log without ACLs, as before FormatACL
 }
 
 func newGen(src source) *gen {

@@ -13,8 +13,8 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// TestApplyCorruptEntry replays the attack from issue 10: one letter of a
-// lock name changed inside a stored entry. The entry must not apply: the
+// TestApplyCorruptEntry replays a tampered log: one letter of a lock name
+// changed inside a stored entry. The entry must not apply: the
 // FSM stops through Config.Fatal with a message naming the entry's index
 // and term and what to do, and the table stays as it was.
 func TestApplyCorruptEntry(t *testing.T) {

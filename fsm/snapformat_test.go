@@ -118,7 +118,7 @@ func records(t testing.TB, payload []byte) []recordSpan {
 }
 
 // legacySnapshot turns a format 2 stream into the format 1 stream of the
-// same records, as builds before issue 10 wrote it.
+// same records, as builds before checksums wrote it.
 func legacySnapshot(t testing.TB, b []byte) []byte {
 	t.Helper()
 	f := unframe(t, b)

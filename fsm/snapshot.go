@@ -25,7 +25,7 @@ import (
 // the table header, sessions, nodes and requests (lockstate.Table.Export's
 // order), then recEnd, which has no body.
 //
-// Format 2 (issue 10) adds checksums. It starts with the header record
+// Format 2 adds checksums. It starts with the header record
 // exactly as format 1 writes it, with format 2, so that a build that reads
 // only format 1 refuses the stream by its version; every byte after it is
 // in chunks:
@@ -41,7 +41,7 @@ import (
 // holds whole records, as many as fit, or a chunkSize piece of a longer
 // record (see chunkWriter); the reader relies on this only to name records.
 //
-// Format 3 (issue 11) is format 2 with three more record types after the
+// Format 3 (ACLs) is format 2 with three more record types after the
 // requests: session extras, the ACL state and tokens. Persist writes it
 // only for a table that has any of them, and format 2 otherwise, byte for
 // byte as before: a cluster that does not use ACLs, session keys or

@@ -213,8 +213,8 @@ func boltLayout(t *testing.T, path string) (pageSize int, used, leaves []int) {
 	return db.Info().PageSize, used, leaves
 }
 
-// TestOpenDamagedBoltFile damages a real raft.db in the ways the attack in
-// issue 10 did and more, and starts a node on each copy: every start must
+// TestOpenDamagedBoltFile damages a real raft.db in the ways an attacker
+// or a failing disk would (bytes changed, the file cut) and more, and starts a node on each copy: every start must
 // fail with an error that names the file and the remedy. Without the
 // checks, the node starts on the empty file (a new log: its term and vote
 // forgotten) and on the one cut inside a page (bolt does not mind, but the

@@ -60,7 +60,7 @@ func TestFailsFastWithoutANode(t *testing.T) {
 }
 
 // TestLockSaysWhereItWaits: lockctl lock --verbose, waiting, prints its
-// place in the queue and who holds the name (issue 12).
+// place in the queue and who holds the name.
 func TestLockSaysWhereItWaits(t *testing.T) {
 	addr := startDev(t)
 	holder := startLockctl(t, addr, t.TempDir(), "lock", "jobs/busy", "--", "sleep", "30")

@@ -253,8 +253,8 @@ func TestSimulatedServicesInSegments(t *testing.T) {
 
 // A long history of one name — 12 clients, thousands of grants, one in
 // ten acquires of unknown outcome, sessions lost — gets a verdict within
-// the suite's default bound (issue 14: a 10,648-operation run once ended
-// "unknown" at porcupine's bound), cut into segments. Its duration is
+// the suite's default bound (a 10,648-operation run once ended "unknown"
+// at porcupine's bound), cut into segments. Its duration is
 // logged, not asserted.
 func TestLinearizableLongHistory(t *testing.T) {
 	if testing.Short() {

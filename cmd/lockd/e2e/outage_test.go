@@ -31,7 +31,7 @@ func runLockctl(t *testing.T, args ...string) (code int, stdout, stderr string, 
 
 // TestLockctlDuringAnOutage: with quorum lost, `lockctl lock --wait 0`
 // fails within 12 s with the cluster's reason (no leader, exit 69), and
-// `lockctl locks --stale` still lists the held lock (issue 12).
+// `lockctl locks --stale` still lists the held lock.
 func TestLockctlDuringAnOutage(t *testing.T) {
 	c := startCluster(t, 3)
 	leader := c.waitLeader(c.nodes, 30*time.Second)
@@ -61,7 +61,7 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 
 // TestMetrics: /metrics has the table's _total counters, raft's commit
 // time and leader-change counter (go-metrics through the Prometheus sink),
-// and waits apart from request latency (issue 12).
+// and waits apart from request latency.
 func TestMetrics(t *testing.T) {
 	c := startCluster(t, 1)
 	leader := c.waitLeader(c.nodes, 30*time.Second)

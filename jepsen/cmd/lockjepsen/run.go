@@ -322,11 +322,11 @@ func runCmd(args []string) (int, error) {
 }
 
 // previousRelease is the build upgrade runs start on by default: the
-// last commit before issue 14 (fault classes).
+// last commit before the clock, membership, disk and upgrade faults.
 const (
 	previousRelease = "77099b9"
 	// preACLRelease is the last commit before ACLs and log format 3
-	// (issue 11): an upgrade from it crosses a log format change.
+	// (FormatACL): an upgrade from it crosses a log format change.
 	preACLRelease = "27210eb"
 )
 
