@@ -1,12 +1,16 @@
 # lockd — make targets. `make test` is the test command CI runs.
 GO ?= go
 
-.PHONY: test vet unit race bench fuzz build docker jepsen-smoke jepsen-full
+.PHONY: test vet lint unit race bench fuzz build docker jepsen-smoke jepsen-full
 
-test: vet unit
+test: vet lint unit
 
 vet:
 	$(GO) vet ./...
+
+# staticcheck (honnef.co/go/tools), pinned as a tool in go.mod.
+lint:
+	$(GO) tool staticcheck ./...
 
 # Packages whose tests build and run lockd binaries themselves
 # (lockdtest.Main): go test's cache cannot see those binaries change, so

@@ -503,7 +503,6 @@ type harness struct {
 	trace     []string
 	log       []logEntry
 	stepViol  []violation
-	errs      int            // entries that failed
 	failures  []*failure     // first violation of each check
 	tolerated map[string]int // violations of tolerated checks, by check
 }

@@ -41,8 +41,6 @@ func testLogger(t testing.TB, id string) hclog.Logger {
 type testCluster struct {
 	t     testing.TB
 	tweak func(*Config)
-
-	mu    sync.Mutex
 	nodes []*testNode
 }
 

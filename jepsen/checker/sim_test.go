@@ -176,27 +176,24 @@ func simulateN(t *testing.T, buggy bool, workers, rounds int) []history.Event {
 			defer wg.Done()
 			proc := last[w]
 			// The final phase has no faults: no info, no pause.
-			for {
-				rec.Add(history.Event{Type: history.Invoke, Process: proc, F: history.Acquire, Locks: []history.Lock{{Name: name, Mode: "write"}}})
-				var tok uint64
-				ok := false
-				for deadline := time.Now().Add(time.Second); !ok && time.Now().Before(deadline); {
-					if tok, ok = locks.try(proc, name); !ok {
-						time.Sleep(20 * time.Microsecond)
-					}
+			rec.Add(history.Event{Type: history.Invoke, Process: proc, F: history.Acquire, Locks: []history.Lock{{Name: name, Mode: "write"}}})
+			var tok uint64
+			ok := false
+			for deadline := time.Now().Add(time.Second); !ok && time.Now().Before(deadline); {
+				if tok, ok = locks.try(proc, name); !ok {
+					time.Sleep(20 * time.Microsecond)
 				}
-				if !ok {
-					rec.Add(history.Event{Type: history.Fail, Process: proc, F: history.Acquire, Error: "timeout"})
-					return
-				}
-				gt := g
-				gt.Token = tok
-				rec.Add(history.Event{Type: history.OK, Process: proc, F: history.Acquire, Granted: []history.Granted{gt}, Token: tok})
-				rec.Add(history.Event{Type: history.Invoke, Process: proc, F: history.Release, Names: []string{name}})
-				locks.release(proc, name)
-				rec.Add(history.Event{Type: history.OK, Process: proc, F: history.Release})
+			}
+			if !ok {
+				rec.Add(history.Event{Type: history.Fail, Process: proc, F: history.Acquire, Error: "timeout"})
 				return
 			}
+			gt := g
+			gt.Token = tok
+			rec.Add(history.Event{Type: history.OK, Process: proc, F: history.Acquire, Granted: []history.Granted{gt}, Token: tok})
+			rec.Add(history.Event{Type: history.Invoke, Process: proc, F: history.Release, Names: []string{name}})
+			locks.release(proc, name)
+			rec.Add(history.Event{Type: history.OK, Process: proc, F: history.Release})
 		}()
 	}
 	wg.Wait()

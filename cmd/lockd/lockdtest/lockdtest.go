@@ -25,11 +25,9 @@ import (
 // Build builds github.com/lockd/lockd/<pkg> (e.g. "cmd/lockd") statically
 // into dir and returns the binary's path.
 func Build(dir, pkg string) (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go command: %w", err)
-		}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command: %w", err)
 	}
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/lockd/lockd/"+pkg)
