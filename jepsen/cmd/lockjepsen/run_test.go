@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/nemesis"
 )
 
 // A negative control is refused where its run could not expose it, and
@@ -44,6 +50,86 @@ func TestNegativeControlFlags(t *testing.T) {
 			t.Errorf("%s: error %v, want one saying %q", tt.args, err, tt.wantErr)
 		case err == nil && c.upgradeFrom != tt.from:
 			t.Errorf("%s: --upgrade-from %q, want %q", tt.args, c.upgradeFrom, tt.from)
+		}
+	}
+}
+
+// The nemesis's schedule follows the flags: a control that needs aiming
+// is aimed, the others' breakage is passed on, and the seed fixes it.
+func TestNemesisConfig(t *testing.T) {
+	tests := []struct {
+		args                  string
+		aim                   string
+		lone, ungated, hasTTL bool
+	}{
+		{"--nemesis partition,kill", "", false, false, false},
+		{"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --negative wall-clock", nemesis.AimWallClock, false, false, true},
+		{"--nemesis membership,kill --negative lone-replacement", nemesis.AimLoneReplacement, true, false, false},
+		{"--nemesis upgrade --negative ungated-upgrade", "", false, true, false},
+	}
+	for _, tt := range tests {
+		cfg, err := parseRunFlags(append(strings.Fields(tt.args), "--seed", "7", "--dir", t.TempDir()))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.args, err)
+		}
+		r, err := newRun(cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := r.nemesisConfig()
+		if n.Aim != tt.aim || n.LoneReplacements != tt.lone || n.UngatedUpgrade != tt.ungated || (n.HoldTTL > 0) != tt.hasTTL {
+			t.Errorf("%s: aim %q lone %v ungated %v hold TTL %v", tt.args, n.Aim, n.LoneReplacements, n.UngatedUpgrade, n.HoldTTL)
+		}
+		if a, b := n.Rand.Int63(), r.nemesisConfig().Rand.Int63(); a != b {
+			t.Errorf("%s: the same seed drew %d and %d", tt.args, a, b)
+		}
+	}
+}
+
+// judge writes what it decided: a no-consensus run whose history shows
+// two holders at once is flagged and exercised (exit 0); one whose holds
+// follow each other is neither, and exits "not exercised".
+func TestJudgeWritesResults(t *testing.T) {
+	overlap := join(acquire(0, 0, 10, "jepsen/mutex", 1, 0), acquire(1, 5, 20, "jepsen/mutex", 1, 0),
+		[]ev{release(0, 30, "jepsen/mutex"), release(1, 40, "jepsen/mutex")})
+	apart := join(acquire(0, 0, 10, "jepsen/mutex", 1, 0), []ev{release(0, 15, "jepsen/mutex")},
+		acquire(1, 5, 20, "jepsen/mutex", 2, 0), []ev{release(1, 40, "jepsen/mutex")})
+	for _, tt := range []struct {
+		name      string
+		events    []ev
+		exercised bool
+		exit      int
+	}{
+		{"overlap", overlap, true, 0},
+		{"apart", apart, false, exitNotExercised},
+	} {
+		cfg, err := parseRunFlags([]string{"--nemesis", "none", "--negative", "no-consensus", "--dir", t.TempDir(), "--out", t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newRun(cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tt.events {
+			tt.events[i].Index = i
+		}
+		sum, err := r.judge(tt.events, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if sum.Flagged() != tt.exercised || sum.Control == nil || sum.Control.Exercised != tt.exercised {
+			t.Errorf("%s: flagged %v, control %+v", tt.name, sum.Flagged(), sum.Control)
+		}
+		if got := judgedAsExpected(cfg, sum); got != tt.exit {
+			t.Errorf("%s: exit %d, want %d", tt.name, got, tt.exit)
+		}
+		b, err := os.ReadFile(filepath.Join(r.outDir, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`"exercised": %v`, tt.exercised); !strings.Contains(string(b), want) {
+			t.Errorf("%s: results.json lacks %s", tt.name, want)
 		}
 	}
 }
