@@ -65,12 +65,13 @@ pids=()
 # side, each on its own cluster. Wall-clock: holds of 1-3 s with a hold
 # TTL of 10 s, so that a hold granted after a wait still counts when the
 # aimed step of the leader's clock (15 s) ends it, and sessions of 30 s,
-# which the step does not end.
+# which the step does not end. Lone-replacement: 90 s, room for a
+# container's replacement on a loaded machine.
 slot=0
 for run in "--nemesis none --time 15s --negative no-consensus" \
 	"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --time 45s --interval 3s --negative wall-clock" \
 	"--nemesis none --time 15s --negative intruder-admin" \
-	"--nemesis membership,kill --time 60s --interval 3s --liveness 5s --negative lone-replacement"; do
+	"--nemesis membership,kill --time 90s --interval 3s --liveness 5s --negative lone-replacement"; do
 	# shellcheck disable=SC2086
 	control $slot $run &
 	pids+=($!)
