@@ -1,0 +1,302 @@
+"""Sending calls to a lockd cluster: leader tracking, failover and the
+retries that are safe (the same rules as the Go client's transport)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .errors import ClusterUnavailable, LockdError, OutcomeUnknown, TLSError, error_for
+from .types import Status
+
+
+class Retry(Enum):
+    """When a call may be sent again after a failure."""
+
+    #: Sending it twice has the effect of sending it once (reads,
+    #: keepalives, re-attaches, cancels, session creates and deletes):
+    #: retried on any transport error and on 503.
+    SAFE = "safe"
+    #: A second copy could act twice (release, surrender, revoke, token
+    #: create): retried only when it provably did nothing (the connection
+    #: failed, or the server said not_applied); else OutcomeUnknown.
+    UNSENT = "unsent"
+    #: One attempt; the caller handles every failure (the POST of an
+    #: acquire, which re-attaches by request id instead).
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounds the retries of calls that are safe to repeat (seconds).
+
+    ``min_backoff`` doubles per attempt up to ``max_backoff`` (with
+    jitter); ``max_elapsed`` bounds one call's retries (0: no bound);
+    ``attempt_timeout`` bounds one HTTP attempt on top of a long-poll's
+    server-side wait (it should exceed a leader election, and is how long a
+    hung node holds a call); ``status_timeout`` bounds one ``/v1/status``
+    while learning the leader.
+    """
+
+    min_backoff: float = 0.05
+    max_backoff: float = 2.0
+    max_elapsed: float = 30.0
+    attempt_timeout: float = 5.0
+    status_timeout: float = 2.0
+
+
+@dataclass
+class Answer:
+    """A 2xx answer: its status, headers and decoded JSON body (None when
+    empty)."""
+
+    status: int
+    headers: http.client.HTTPMessage
+    data: Any
+
+
+class _TransportError(Exception):
+    """A call that got no HTTP answer; ``sent`` is False when the
+    connection failed before anything was sent."""
+
+    def __init__(self, where: str, err: BaseException, sent: bool) -> None:
+        super().__init__(f"{where}: {err!r}")
+        self.sent = sent
+
+
+# How long a node that failed a call is avoided, and not believed when
+# other nodes still name it leader (they do until their election timeout).
+SUSPECT_FOR = 2.0
+# How often calls look for the leader again while it is unknown.
+RELEARN_EVERY = 0.5
+# The largest answer read (a session closed with many holds lists them all).
+MAX_ANSWER = 64 << 20
+JSON = "application/json"
+
+
+def normalize_endpoint(ep: str, use_tls: bool) -> str:
+    """Turns ``host:port`` or ``http(s)://host:port[/]`` into a base URL;
+    with ``use_tls`` the scheme is https whatever was given."""
+    ep = ep.strip()
+    if not ep:
+        raise ValueError("empty endpoint")
+    if "://" not in ep:
+        ep = "http://" + ep
+    u = urllib.parse.urlsplit(ep)
+    if u.scheme not in ("http", "https") or not u.netloc or u.path not in ("", "/") or u.port is None:
+        raise ValueError(f"endpoint {ep!r}: want host:port or http(s)://host:port")
+    return ("https" if use_tls else u.scheme) + "://" + u.netloc
+
+
+def _is_tls_refusal(err: ssl.SSLError) -> bool:
+    """A handshake that failed for good: the certificate did not verify,
+    the peer sent an alert (it refused ours), or it speaks no TLS."""
+    if isinstance(err, ssl.SSLCertVerificationError):
+        return True
+    reason = (getattr(err, "reason", None) or "").upper()
+    return "ALERT" in reason or "WRONG_VERSION" in reason or "RECORD" in reason or "UNKNOWN_PROTOCOL" in reason
+
+
+def decode_error(status: int, raw: bytes) -> LockdError:
+    """Turns a non-2xx answer into a LockdError. A gateway error without a
+    lockd body counts as no_leader, so that it is retried like one."""
+    try:
+        body = json.loads(raw)
+        e = body["error"]
+        return error_for(str(e["code"]), str(e.get("message", "")), http_status=status,
+                         not_applied=bool(e.get("not_applied")))
+    except (ValueError, KeyError, TypeError):
+        code = "no_leader" if status in (502, 503, 504) else "internal"
+        return error_for(code, f"HTTP {status} without a lockd error body: {raw[:200]!r}", http_status=status)
+
+
+class Transport:
+    """Sends calls to the leader (or, while it is unknown, the next
+    endpoint), failing over and backing off by the call's retry class."""
+
+    def __init__(self, endpoints: list[str], *, token: str, ssl_context: ssl.SSLContext | None,
+                 policy: RetryPolicy) -> None:
+        self.token = token
+        self.ssl_context = ssl_context
+        self.policy = policy
+        self.scheme = endpoints[0].split("://", 1)[0]
+        self._mu = threading.Lock()
+        self.endpoints = list(dict.fromkeys(endpoints))
+        self._next = 0
+        self.leader = ""
+        self._learned = False
+        self._learned_at = 0.0
+        self._down: dict[str, float] = {}
+
+    # ---- one attempt -----------------------------------------------------
+
+    def send(self, base: str, method: str, path: str, *, query: dict[str, str] | None = None,
+             body: Any = None, timeout: float, content_type: str = JSON) -> Answer:
+        """Makes one attempt against base; raises LockdError for an error
+        answer, TLSError, or _TransportError when no answer came."""
+        u = urllib.parse.urlsplit(base)
+        host, port = u.hostname or "", u.port
+        conn: http.client.HTTPConnection
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self.ssl_context)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        target = path + ("?" + urllib.parse.urlencode(query) if query else "")
+        where = f"{method} {path} on {base}"
+        headers = {"Accept": JSON}
+        payload: bytes | None = None
+        if body is not None:
+            payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        try:
+            try:
+                conn.connect()
+            except ssl.SSLError as e:
+                if _is_tls_refusal(e):
+                    raise TLSError(f"{where}: TLS handshake: {e}") from e
+                raise _TransportError(where, e, sent=False) from e
+            except OSError as e:
+                raise _TransportError(where, e, sent=False) from e
+            try:
+                conn.request(method, target, body=payload, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read(MAX_ANSWER)
+            except ssl.SSLError as e:
+                if _is_tls_refusal(e):
+                    raise TLSError(f"{where}: TLS: {e}") from e
+                raise _TransportError(where, e, sent=True) from e
+            except (OSError, http.client.HTTPException) as e:
+                raise _TransportError(where, e, sent=True) from e
+        finally:
+            conn.close()
+        if resp.status // 100 != 2:
+            err = decode_error(resp.status, raw)
+            err.headers = resp.headers
+            raise err
+        try:
+            data = json.loads(raw) if raw.strip() else None
+        except ValueError as e:
+            raise LockdError(f"{where}: decoding {raw[:200]!r}: {e}", code="internal") from e
+        return Answer(resp.status, resp.headers, data)
+
+    # ---- calls with retries ----------------------------------------------
+
+    def do(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
+           retry: Retry = Retry.SAFE, wait: float = 0.0, attempt: float | None = None,
+           deadline: float | None = None, content_type: str = JSON) -> Answer:
+        """Sends a call, retrying it as its class allows. ``wait`` is how
+        long the server may hold it (a long-poll); ``attempt`` replaces the
+        policy's attempt timeout; ``deadline`` (time.monotonic()) bounds the
+        whole call, retries included."""
+        start = time.monotonic()
+        per_attempt = (attempt or self.policy.attempt_timeout) + wait
+        for n in range(1_000_000):
+            self._ensure_leader(deadline)
+            target = self._target()
+            timeout = per_attempt if deadline is None else max(min(per_attempt, deadline - time.monotonic()), 0.05)
+            try:
+                return self.send(target, method, path, query=query, body=body, timeout=timeout,
+                                 content_type=content_type)
+            except LockdError as e:
+                if e.code != "no_leader" or isinstance(e, TLSError):
+                    raise  # a definite answer
+                err: Exception = e
+                unsent = e.not_applied
+            except _TransportError as e:
+                err, unsent = e, not e.sent
+            self._failed(target)
+            if not (retry is Retry.SAFE or (retry is Retry.UNSENT and unsent)):
+                if retry is Retry.UNSENT:
+                    raise OutcomeUnknown(f"{method} {path}: sent, but no answer: {err}") from err
+                raise self._unavailable(err) from err
+            now = time.monotonic()
+            if (self.policy.max_elapsed > 0 and now - start >= self.policy.max_elapsed) or \
+                    (deadline is not None and now >= deadline):
+                raise ClusterUnavailable(f"{method} {path}: giving up after {n + 1} attempts in "
+                                         f"{now - start:.1f}s: {err}") from err
+            pause = self._backoff(n)
+            if deadline is not None:
+                pause = min(pause, max(deadline - now, 0))
+            time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _unavailable(err: Exception) -> LockdError:
+        if isinstance(err, LockdError):
+            return err
+        return ClusterUnavailable(str(err))
+
+    def _backoff(self, attempt: int) -> float:
+        d = min(self.policy.min_backoff * (2 ** min(attempt, 16)), self.policy.max_backoff)
+        return float(d / 2 + random.uniform(0, d / 2))
+
+    # ---- leader tracking -------------------------------------------------
+
+    def _target(self) -> str:
+        with self._mu:
+            if self.leader:
+                return self.leader
+            now = time.monotonic()
+            for i in range(len(self.endpoints)):
+                e = self.endpoints[(self._next + i) % len(self.endpoints)]
+                if now >= self._down.get(e, 0.0):
+                    return e
+            return self.endpoints[self._next % len(self.endpoints)]
+
+    def _failed(self, base: str) -> None:
+        with self._mu:
+            if self.leader == base:
+                self.leader = ""
+            self._learned = False
+            self._down[base] = time.monotonic() + SUSPECT_FOR
+            self._next = self.endpoints.index(base) + 1 if base in self.endpoints else self._next + 1
+
+    def _ensure_leader(self, deadline: float | None) -> None:
+        with self._mu:
+            need = not self._learned or (not self.leader and time.monotonic() - self._learned_at > RELEARN_EVERY)
+        if need:
+            self._learn_leader(deadline)
+
+    def _learn_leader(self, deadline: float | None) -> None:
+        """Asks the endpoints for /v1/status and remembers the first leader
+        named, and every member as another endpoint. Gives up quietly:
+        calls then go to the endpoints in turn, which forward."""
+        with self._mu:
+            eps = list(self.endpoints)
+            first = self._next
+            self._learned, self._learned_at = True, time.monotonic()
+        for i in range(len(eps)):
+            base = eps[(first + i) % len(eps)]
+            timeout = self.policy.status_timeout
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    return
+            try:
+                st = Status.of(self.send(base, "GET", "/v1/status", timeout=timeout).data or {})
+            except (LockdError, _TransportError):
+                continue
+            with self._mu:
+                for m in st.members:
+                    self._add_endpoint(m.http_addr)
+                lb = self.scheme + "://" + st.leader_addr
+                if st.leader_addr and time.monotonic() >= self._down.get(lb, 0.0):
+                    self._add_endpoint(st.leader_addr)
+                    self.leader = lb
+                    return
+
+    def _add_endpoint(self, hostport: str) -> None:
+        if hostport:
+            base = self.scheme + "://" + hostport
+            if base not in self.endpoints:
+                self.endpoints.append(base)

@@ -1,0 +1,291 @@
+"""The lockd client: configuration, reads, revoke and ACL tokens."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ._transport import JSON, Answer, Retry, RetryPolicy, Transport, _TransportError, decode_error, normalize_endpoint
+from .errors import ClusterUnavailable, LockdError, LockNotFound, TLSError
+from .session import Session, quote
+from .types import LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
+
+#: The environment variables read like the Go client and lockctl do.
+ENV_ADDR, ENV_TOKEN = "LOCKD_ADDR", "LOCKD_TOKEN"
+ENV_CACERT, ENV_CLIENT_CERT, ENV_CLIENT_KEY = "LOCKD_CACERT", "LOCKD_CLIENT_CERT", "LOCKD_CLIENT_KEY"
+
+#: How many items the list calls ask for at a time.
+PAGE_SIZE = 1000
+
+
+def tls_context(ca_cert: str | None, client_cert: str | None, client_key: str | None) -> ssl.SSLContext | None:
+    """The SSL context of a client that trusts the CA in ca_cert (the
+    system roots when None) and presents client_cert/client_key if given;
+    None (plain HTTP) when all three are None or empty."""
+    if not (ca_cert or client_cert or client_key):
+        return None
+    ctx = ssl.create_default_context(cafile=ca_cert or None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if client_cert or client_key:
+        if not (client_cert and client_key):
+            raise ValueError("a client certificate needs both client_cert and client_key")
+        ctx.load_cert_chain(client_cert, client_key)
+    return ctx
+
+
+class Client:
+    """A client of a lockd cluster; safe to share between threads.
+
+    ``addrs`` are ``host:port`` or ``http(s)://host:port`` addresses (a
+    list, or one comma-separated string); one node is enough, the others
+    are learned from it. Unset arguments are read from ``LOCKD_ADDR``,
+    ``LOCKD_TOKEN``, ``LOCKD_CACERT``, ``LOCKD_CLIENT_CERT`` and
+    ``LOCKD_CLIENT_KEY``; a CA or a client certificate switches HTTPS on.
+    The client does no I/O until the first call, which learns the leader.
+    """
+
+    def __init__(self, addrs: Sequence[str] | str | None = None, *, token: str | None = None,
+                 ca_cert: str | None = None, client_cert: str | None = None, client_key: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None, retry: RetryPolicy | None = None) -> None:
+        if addrs is None:
+            addrs = os.environ.get(ENV_ADDR, "")
+        if isinstance(addrs, str):
+            addrs = [a for a in (x.strip() for x in addrs.split(",")) if a]
+        if not addrs:
+            raise ValueError(f"lockd: no addresses given and {ENV_ADDR} is empty")
+        if token is None:
+            token = os.environ.get(ENV_TOKEN, "").strip()
+        if ssl_context is None:
+            ssl_context = tls_context(ca_cert if ca_cert is not None else os.environ.get(ENV_CACERT),
+                                      client_cert if client_cert is not None else os.environ.get(ENV_CLIENT_CERT),
+                                      client_key if client_key is not None else os.environ.get(ENV_CLIENT_KEY))
+        endpoints = [normalize_endpoint(a, ssl_context is not None) for a in addrs]
+        self.transport = Transport(endpoints, token=token, ssl_context=ssl_context, policy=retry or RetryPolicy())
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The base URLs the client knows: configured, then learned."""
+        return list(self.transport.endpoints)
+
+    @property
+    def leader(self) -> str:
+        """The leader's base URL as last learned ("" when unknown)."""
+        return self.transport.leader
+
+    # ---- sessions ---------------------------------------------------------
+
+    def session(self, ttl: float = 15.0, *, name: str | None = None, on_deadlock: str | None = None,
+                ordered: bool = False, lock_delay: float | None = None, safety_margin: float | None = None,
+                on_lost: Callable[[str, int, LockdError], None] | None = None) -> Session:
+        """Creates a session with a TTL in seconds (1 to 86400) and starts
+        its keepalive thread. Use it in a ``with`` block to close it.
+
+        ``on_deadlock`` is ``"abort"`` (default) or ``"surrender"``;
+        ``ordered`` sessions may only ask for names sorting after what they
+        hold; ``lock_delay`` keeps its locks blocked that long after it
+        expires. ``safety_margin`` (default TTL/5, at least 0.2s) is how
+        long before the TTL runs out, counted from the last successful
+        keepalive, the session is reported lost. ``on_lost(name, token,
+        error)`` is called, on a thread of its own, for every lock lost
+        without being released.
+        """
+        margin = safety_margin if safety_margin is not None else max(ttl / 5, 0.2)
+        if margin >= ttl - ttl / 3:
+            raise ValueError(f"safety margin {margin}s leaves no time for a keepalive within ttl {ttl}s")
+        body: dict[str, Any] = {"ttl": format_duration(ttl)}
+        if name:
+            body["name"] = name
+        if on_deadlock:
+            body["on_deadlock"] = on_deadlock
+        if ordered:
+            body["ordered"] = True
+        if lock_delay:
+            body["lock_delay"] = format_duration(lock_delay)
+        sent = time.monotonic()
+        # Safe to repeat: a session made by an attempt whose answer was
+        # lost holds nothing and expires after its TTL.
+        info = self.transport.do("POST", "/v1/sessions", body=body).data
+        return Session(self, info, ttl, margin, sent, on_lost)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """A session as the cluster sees it; SessionNotFound when gone."""
+        return SessionInfo.of(self.transport.do("GET", f"/v1/sessions/{quote(session_id)}").data)
+
+    def sessions(self, *, stale: bool = False) -> list[SessionInfo]:
+        """Every session the token may see (a management token: all)."""
+        return [SessionInfo.of(d) for d in self._list("/v1/sessions", {}, stale)]
+
+    # ---- observing --------------------------------------------------------
+
+    def status(self) -> Status:
+        """/v1/status of the node the client talks to (the leader when known)."""
+        return Status.of(self.transport.do("GET", "/v1/status").data)
+
+    def check(self, name: str, token: int) -> bool:
+        """True while token is the fencing token of a current hold on name
+        (or on an ancestor of name): what a protected resource asks before
+        acting for a holder."""
+        return self.check_token(name, token)[0]
+
+    def check_token(self, name: str, token: int) -> tuple[bool, int]:
+        """(valid, current): check's answer and the newest token of a
+        current hold on name (0: not held)."""
+        d = self.transport.do("GET", "/v1/check", query={"name": name, "token": str(token)}).data
+        return bool(d.get("valid")), int(d.get("token", 0))
+
+    def get_lock(self, name: str, *, stale: bool = False) -> LockInfo | None:
+        """One name's holders and waiters; None when nobody holds, waits
+        for or delays it."""
+        try:
+            return LockInfo.of(self.transport.do("GET", "/v1/locks/" + _escape_name(name),
+                                                 query={"stale": ""} if stale else None).data)
+        except LockNotFound:
+            return None
+
+    def locks(self, prefix: str = "", *, stale: bool = False) -> list[LockInfo]:
+        """Every name in use under prefix that the token may read, sorted."""
+        return [LockInfo.of(d) for d in self._list("/v1/locks", {"prefix": prefix} if prefix else {}, stale)]
+
+    def _list(self, path: str, query: dict[str, str], stale: bool) -> list[Any]:
+        q = dict(query, limit=str(PAGE_SIZE))
+        if stale:
+            q["stale"] = ""
+        out: list[Any] = []
+        after = ""
+        while True:
+            if after:
+                q["after"] = after
+            ans = self.transport.do("GET", path, query=q)
+            out.extend(ans.data or [])
+            nxt = ans.headers.get("X-Next-After", "")
+            if not nxt or nxt == after:
+                return out
+            after = nxt
+
+    def watch(self, name: str, *, index: int = 0, wait: float = 30.0) -> Iterator[LockInfo | None]:
+        """Yields name's state now and after each change (None while
+        nobody holds, waits for or delays it), using blocking queries
+        (``GET /v1/locks/{name}?index=V&wait=``). Runs until the caller
+        stops iterating; retries across failovers like any read."""
+        path = "/v1/locks/" + _escape_name(name)
+        first = True
+        while True:
+            q = {"index": str(index), "wait": format_duration(wait)} if index or not first else None
+            try:
+                ans = self.transport.do("GET", path, query=q, wait=wait if q else 0.0)
+                info: LockInfo | None = LockInfo.of(ans.data)
+                version = int(ans.headers.get("X-Lock-Index", "0") or 0)
+            except LockNotFound as e:
+                info = None
+                version = int((e.headers or {}).get("X-Lock-Index", "0") or 0)
+            if first or version != index:
+                yield info
+            first = False
+            index = max(version, index)
+
+    def events(self) -> Iterator[int]:
+        """Yields the applied index of the node the client talks to, once
+        at once and after each change of its table (``GET /v1/events``,
+        server-sent events), reconnecting when a stream ends or a node
+        fails. Runs until the caller stops iterating."""
+        while True:
+            try:
+                yield from self._event_stream()
+            except (_TransportError, ClusterUnavailable):
+                time.sleep(0.2)
+
+    def _event_stream(self) -> Iterator[int]:
+        t = self.transport
+        t._ensure_leader(None)
+        base = t._target()
+        u = urllib.parse.urlsplit(base)
+        conn: http.client.HTTPConnection
+        timeout = 60.0  # comments arrive every 15s
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname or "", u.port, timeout=timeout, context=t.ssl_context)
+        else:
+            conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=timeout)
+        headers = {"Accept": "text/event-stream"}
+        if t.token:
+            headers["Authorization"] = "Bearer " + t.token
+        try:
+            try:
+                conn.request("GET", "/v1/events", headers=headers)
+                resp = conn.getresponse()
+            except ssl.SSLError as e:
+                raise TLSError(f"GET /v1/events on {base}: {e}") from e
+            except (OSError, http.client.HTTPException) as e:
+                t._failed(base)
+                raise _TransportError(f"GET /v1/events on {base}", e, sent=True) from e
+            if resp.status != 200:
+                err = decode_error(resp.status, resp.read(1 << 20))
+                if err.code != "no_leader":
+                    raise err
+                t._failed(base)
+                raise ClusterUnavailable(str(err))
+            while True:
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise _TransportError(f"GET /v1/events on {base}", e, sent=True) from e
+                if not line:
+                    return  # the node ended the stream: reconnect
+                if line.startswith(b"data:"):
+                    yield int(line[5:].strip())
+        finally:
+            conn.close()
+
+    # ---- operators ---------------------------------------------------------
+
+    def revoke(self, name: str) -> list[RevokedHold]:
+        """Releases every hold on name at once, whoever holds it (a token
+        with admin on the name). The holders' tokens stop being valid and
+        each holder's client learns it on its next keepalive (grant.lost).
+        Not repeated after an unknown outcome: a repeat could revoke a
+        grant made meanwhile."""
+        d = self.transport.do("POST", "/v1/revoke", body={"name": name}, retry=Retry.UNSENT).data
+        return [RevokedHold(r.get("session", ""), r.get("name", ""), r.get("token", 0)) for r in d.get("revoked") or []]
+
+    def bootstrap_acl(self) -> Token:
+        """Makes the cluster's first management token (once per cluster;
+        later calls raise Forbidden)."""
+        return Token.of(self.transport.do("POST", "/v1/acl/bootstrap", retry=Retry.UNSENT).data)
+
+    def create_token(self, name: str, rules: Sequence[Rule | tuple[str, str]], *,
+                     limits: dict[str, int] | None = None) -> Token:
+        """Makes a token with rules, e.g. ``[Rule("jobs/", "write")]`` or
+        ``[("jobs/", "write")]`` (a management token's call); ``limits``
+        may override ``sessions`` and ``waiters`` per token."""
+        rs = [r if isinstance(r, Rule) else Rule(*r) for r in rules]
+        body: dict[str, Any] = {"name": name, "rules": [{"prefix": r.prefix, "access": r.access} for r in rs]}
+        if limits:
+            body["limits"] = limits
+        return Token.of(self.transport.do("POST", "/v1/acl/tokens", body=body, retry=Retry.UNSENT).data)
+
+    def tokens(self) -> list[Token]:
+        """The tokens, without secrets (a management token's call)."""
+        return [Token.of(d) for d in self.transport.do("GET", "/v1/acl/tokens").data or []]
+
+    def delete_token(self, token_id: str) -> None:
+        """Deletes a token: from then on no node accepts it."""
+        self.transport.do("DELETE", f"/v1/acl/tokens/{quote(token_id)}")
+
+    def call(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
+             content_type: str = JSON, retry: Retry = Retry.NEVER) -> Answer:
+        """Sends a call the client has no method for (one attempt unless
+        retry says otherwise), with the token, TLS and leader tracking of
+        this client; ``body`` is JSON-encoded unless it is bytes. Error
+        answers raise the matching LockdError."""
+        return self.transport.do(method, path, query=query, body=body, content_type=content_type, retry=retry)
+
+
+def _escape_name(name: str) -> str:
+    return "/".join(quote(s) for s in name.split("/"))
+
+
+__all__ = ["Client", "RetryPolicy", "Retry", "tls_context"]

@@ -1,0 +1,552 @@
+"""Sessions, their keepalive thread, and the grants they hold."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._transport import Retry
+from .errors import (Cancelled, ClusterUnavailable, Forbidden, KeepaliveError, LockdError, NotHeld,
+                     OutcomeUnknown, RequestNotFound, Revoked, SessionClosed, SessionLost,
+                     SessionNotFound, Timeout, Unauthorized, error_for)
+from .types import GrantedLock, LockSpec, Mode, Require, Revocation, SessionInfo, format_duration
+
+if TYPE_CHECKING:
+    from .client import Client
+
+log = logging.getLogger("lockd")
+
+#: A session's state: ``"alive"`` (keepalives succeed), ``"suspended"``
+#: (the last keepalive failed and is being retried on other nodes; the
+#: locks are still held, but stop touching what they protect if it lasts),
+#: ``"lost"`` (the cluster said the session is gone, refused its
+#: keepalives, or none succeeded in time: every lock is gone), ``"error"``
+#: (the keepalive thread failed unexpectedly: treat as lost) or
+#: ``"closed"``.
+State = Literal["alive", "suspended", "lost", "error", "closed"]
+
+# The wait asked of the server when waiting without a bound; it caps it.
+MAX_WAIT = 24 * 3600.0
+# The least time left for which a request the server ended is renewed.
+MIN_RETRY_WAIT = 0.1
+# How long after its wait a re-attached request is given before it is
+# cancelled (the server's own grace is 2s).
+REATTACH_GRACE = 5.0
+# How many revocations a session remembers (the cluster lists 16).
+RECENT_REVOCATIONS = 64
+
+
+def new_request_id() -> str:
+    """A fresh idempotency key: 128 random bits."""
+    return "py-" + secrets.token_hex(16)
+
+
+def quote(segment: str) -> str:
+    """Escapes a path segment."""
+    return urllib.parse.quote(segment, safe="")
+
+
+class Grant:
+    """A granted acquire: the locks the session now holds and their fencing
+    tokens. A context manager: leaving the ``with`` block releases it, even
+    on an exception.
+
+    ``token`` is the fencing token (the largest among ``locks``): pass it to
+    the protected resource, which checks it with :meth:`Client.check`.
+    ``lost`` is a :class:`threading.Event` set when one of the locks is lost
+    without this client releasing it (revoked by an operator, or the session
+    ended); ``lost_reason`` then says why (:class:`Revoked`,
+    :class:`SessionLost`, :class:`NotHeld`, ...). ``deadline``, for a grant
+    with a hold TTL, is the ``time.monotonic()`` instant until which the
+    holds surely last.
+    """
+
+    def __init__(self, session: Session, data: dict[str, Any], deadline: float | None = None) -> None:
+        self.session = session
+        self.request_id: str = data.get("request_id", "")
+        self.token: int = data.get("token", 0)
+        self.locks: list[GrantedLock] = [GrantedLock.of(g) for g in data.get("granted") or []]
+        self.deadline = deadline
+        self.lost = threading.Event()
+        self.lost_reason: LockdError | None = None
+        self.released = False
+        self._once = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<lockd.Grant {self.names()} token={self.token} lost={self.lost.is_set()}>"
+
+    def names(self) -> list[str]:
+        """The names of the granted locks."""
+        return [lk.name for lk in self.locks]
+
+    def token_for(self, name: str) -> int:
+        """The fencing token of the named lock (0: not in this grant)."""
+        return next((lk.token for lk in self.locks if lk.name == name), 0)
+
+    def release(self) -> None:
+        """Releases one hold of every lock of this grant."""
+        self.session.release(self)
+
+    def _mark_lost(self, err: LockdError) -> bool:
+        with self._once:
+            if self.lost.is_set():
+                return False
+            self.lost_reason = err
+            self.lost.set()
+            return True
+
+    def __enter__(self) -> Grant:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.released or self.lost.is_set() or not self.session.usable():
+            return  # nothing this client could still give back
+        try:
+            self.release()
+        except (NotHeld, SessionNotFound, SessionLost, SessionClosed):
+            pass  # lost meanwhile: lost is set
+        except LockdError:
+            if et is None:
+                raise
+            log.warning("lockd: releasing %s after %s failed", self, et.__name__, exc_info=True)
+
+
+class _Attempt:
+    """An acquire another thread may abort (lockd.aio's cancellation): the
+    request id in flight, and the flag that ends the acquire."""
+
+    def __init__(self) -> None:
+        self.abort = threading.Event()
+        self.request_id = ""
+
+
+class Session:
+    """A lockd session: it owns locks and lives while keepalives arrive
+    within its TTL. A daemon thread sends them every TTL/3, failing over to
+    other nodes; the session is reported lost only when the cluster says it
+    is gone or no keepalive succeeded for TTL minus the safety margin.
+
+    Use it as a context manager (``with client.session(ttl=10) as s:``): it
+    is closed on exit, which releases everything it holds.
+    """
+
+    def __init__(self, client: Client, info: dict[str, Any], ttl: float, margin: float, sent: float,
+                 on_lost: Callable[[str, int, LockdError], None] | None) -> None:
+        self.client = client
+        self.id: str = info["id"]
+        self.name: str = info.get("name", "")
+        self.ttl = ttl
+        self.margin = margin
+        self.on_lost = on_lost
+        #: Set when the session ends in any way (closed too).
+        self.done = threading.Event()
+        #: Set when the session ends without being closed (lost or error).
+        self.lost = threading.Event()
+        self.error: LockdError | None = None
+        self._state: State = "alive"
+        self._listeners: list[Callable[[State, LockdError | None], None]] = []
+        self._mu = threading.RLock()
+        self._holds: dict[str, int] = {}
+        self._grants: list[Grant] = []
+        self._recent: list[Revocation] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(sent,), name=f"lockd-keepalive-{self.id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"<lockd.Session {self.id} {self._state}>"
+
+    # ---- state ------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """The session's state (see :data:`State`)."""
+        return self._state
+
+    def usable(self) -> bool:
+        """True while the session has not ended."""
+        return self.error is None
+
+    def add_listener(self, fn: Callable[[State, LockdError | None], None]) -> None:
+        """Calls fn(state, error) on every change of state, from the
+        keepalive thread (keep it short; exceptions are logged)."""
+        with self._mu:
+            self._listeners.append(fn)
+
+    def _set_state(self, state: State, err: LockdError | None) -> None:
+        with self._mu:
+            if self._state == state or self.error is not None:
+                return
+            self._state = state
+            listeners = list(self._listeners)
+        if state == "suspended":
+            log.info("lockd: session %s suspended: %s", self.id, err)
+        self._notify(listeners, state, err)
+
+    def _notify(self, listeners: list[Callable[[State, LockdError | None], None]], state: State,
+                err: LockdError | None) -> None:
+        for fn in listeners:
+            try:
+                fn(state, err)
+            except Exception:  # a listener's bug must not stop keepalives
+                log.exception("lockd: session listener failed")
+
+    def _end(self, state: State, err: LockdError) -> None:
+        with self._mu:
+            if self.error is not None:
+                return
+            self._state, self.error = state, err
+            listeners = list(self._listeners)
+        if state != "closed":
+            log.warning("lockd: session %s %s: %s", self.id, state, err)
+        # The grants first: whoever waits on the session's events finds
+        # them lost already.
+        self._lose_where(err, lambda lk: True)
+        if state != "closed":
+            self.lost.set()
+        self.done.set()
+        self._notify(listeners, state, err)
+
+    def _check_usable(self, what: str) -> None:
+        err = self.error
+        if err is not None:
+            if isinstance(err, SessionClosed):
+                raise SessionClosed(f"{what}: session {self.id} is closed")
+            raise SessionLost(f"{what}: session {self.id} is {self._state}: {err}") from err
+
+    # ---- keepalives -------------------------------------------------------
+
+    def _run(self, last_ok: float) -> None:
+        try:
+            self._keepalives(last_ok)
+        except BaseException as e:  # never die silently: report it as the session's end
+            err = KeepaliveError(f"session {self.id}: keepalive thread failed: {e!r}")
+            err.__cause__ = e
+            self._end("error", err)
+
+    def _keepalives(self, last_ok: float) -> None:
+        interval = self.ttl / 3
+        retry_every = min(interval, 0.2)
+        delay = interval
+        last_err: LockdError | None = None
+        path = f"/v1/sessions/{quote(self.id)}/keepalive"
+        while not self._stop.wait(delay):
+            now = time.monotonic()
+            deadline = last_ok + self.ttl - self.margin
+            if now >= deadline:
+                self._end("lost", SessionLost(f"session {self.id}: no keepalive succeeded for "
+                                              f"{now - last_ok:.1f}s (ttl {self.ttl}s); last error: {last_err}"))
+                return
+            try:
+                ans = self.client.transport.do("POST", path, attempt=max(self.ttl / 4, 0.25), deadline=deadline)
+            except (SessionNotFound, Unauthorized, Forbidden) as e:
+                lost = SessionLost(f"session {self.id}: keepalive refused: {e}")
+                lost.__cause__ = e
+                self._end("lost", lost)
+                return
+            except LockdError as e:
+                if self._stop.is_set():
+                    return
+                last_err, delay = e, retry_every
+                self._set_state("suspended", e)
+                continue
+            last_ok, delay, last_err = now, interval, None
+            self._set_state("alive", None)
+            self._revoked((ans.data or {}).get("revoked") or [])
+
+    def close(self) -> None:
+        """Stops the keepalives and deletes the session, which releases
+        everything it holds and cancels its waiting requests. Closing a
+        session the cluster already forgot is not an error."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        prior = self.error
+        self._end("closed", SessionClosed(f"session {self.id} closed"))
+        if isinstance(prior, SessionClosed) or (
+                prior is not None and isinstance(prior.__cause__, (SessionNotFound, Unauthorized, Forbidden))):
+            return  # closed before, or the cluster said it is gone
+        try:
+            self.client.transport.do("DELETE", f"/v1/sessions/{quote(self.id)}")
+        except SessionNotFound:
+            pass
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self.close()
+        except LockdError:
+            if et is None:
+                raise
+            log.warning("lockd: closing session %s failed", self.id, exc_info=True)
+
+    def info(self) -> SessionInfo:
+        """The session as the cluster sees it (what it holds and waits for)."""
+        return self.client.get_session(self.id)
+
+    # ---- acquiring --------------------------------------------------------
+
+    def lock(self, name: str, *, mode: Mode = "write", weight: int = 1, limit: int | None = None,
+             wait: float | None = None, hold_ttl: float | None = None) -> Grant:
+        """Acquires one lock and returns the :class:`Grant` (a context
+        manager that releases it).
+
+        ``wait`` is how long to wait in seconds: ``None`` until granted,
+        ``0`` a try-lock (raises :class:`Locked` at once if it is taken).
+        When it runs out, :class:`Timeout` is raised and nothing is held.
+        ``mode="read"`` shares the lock with other readers; ``limit`` and
+        ``weight`` make it a semaphore; ``hold_ttl`` releases it by itself
+        that many seconds after the grant.
+        """
+        return self.acquire([LockSpec(name, mode, weight, limit)], wait=wait, hold_ttl=hold_ttl)
+
+    def rlock(self, name: str, *, wait: float | None = None, hold_ttl: float | None = None) -> Grant:
+        """Acquires name shared with other readers."""
+        return self.lock(name, mode="read", wait=wait, hold_ttl=hold_ttl)
+
+    def try_lock(self, name: str, *, mode: Mode = "write", hold_ttl: float | None = None) -> Grant:
+        """Acquires name only if it is free right now; else raises
+        :class:`Locked` (one request, never a spin or a queued waiter)."""
+        return self.lock(name, mode=mode, wait=0, hold_ttl=hold_ttl)
+
+    def semaphore(self, name: str, limit: int, *, weight: int = 1, wait: float | None = None,
+                  hold_ttl: float | None = None) -> Grant:
+        """Takes ``weight`` permits of the semaphore ``name`` of ``limit``
+        permits (every user must agree on limit: else LimitMismatch)."""
+        return self.lock(name, weight=weight, limit=limit, wait=wait, hold_ttl=hold_ttl)
+
+    def acquire(self, locks: Sequence[LockSpec | str], *, require: Require = "all", wait: float | None = None,
+                hold_ttl: float | None = None, _attempt: _Attempt | None = None) -> Grant:
+        """Acquires several locks atomically: ``all`` of them, ``any`` one
+        or a ``majority`` (never a useless subset). ``grant.locks`` lists
+        what was granted. ``wait`` and ``hold_ttl`` as in :meth:`lock`."""
+        specs = [LockSpec(x) if isinstance(x, str) else x for x in locks]
+        if not specs:
+            raise ValueError("acquire: no locks named")
+        if wait is not None and wait < 0:
+            raise ValueError(f"acquire: negative wait {wait}")
+        what = specs[0].name + (f" (+{len(specs) - 1} more)" if len(specs) > 1 else "")
+        self._check_usable(f"acquire {what}")
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            w = MAX_WAIT if deadline is None else max(deadline - time.monotonic(), 0.0) if wait else 0.0
+            body: dict[str, Any] = {"session": self.id, "request_id": new_request_id(),
+                                    "locks": [s.wire() for s in specs], "require": require,
+                                    "wait": format_duration(w)}
+            if hold_ttl:
+                body["hold_ttl"] = format_duration(hold_ttl)
+            sent = time.monotonic()
+            try:
+                g = self._request(body, w, _attempt)
+            except SessionNotFound as e:
+                self._note_lost(e)
+                raise
+            except Timeout:
+                # The server ended the request (its wait is capped below
+                # ours): a new one cannot double-acquire.
+                if wait != 0 and (deadline is None or deadline - time.monotonic() > MIN_RETRY_WAIT) and \
+                        not (_attempt and _attempt.abort.is_set()):
+                    continue
+                raise
+            if hold_ttl:
+                g.deadline = sent + hold_ttl
+            self._granted(g)
+            return g
+
+    def _request(self, body: dict[str, Any], wait: float, attempt: _Attempt | None) -> Grant:
+        """Sees one request id to its end: posts it, and re-attaches by id
+        when the answer is lost."""
+        rid = body["request_id"]
+        if attempt:
+            attempt.request_id = rid
+        t = self.client.transport
+        while True:
+            if attempt and attempt.abort.is_set():
+                raise Cancelled(f"request {rid} cancelled before it was sent")
+            try:
+                ans = t.do("POST", "/v1/acquire", body=body, retry=Retry.NEVER, wait=wait)
+                return Grant(self, ans.data)
+            except ClusterUnavailable:
+                pass  # unknown outcome: find the request wherever the cluster is now
+            try:
+                return self._reattach(rid, wait, attempt)
+            except RequestNotFound:
+                continue  # never seen: the same id again cannot double it
+
+    def _reattach(self, rid: str, wait: float, attempt: _Attempt | None) -> Grant:
+        """Long-polls the request until it ends; cancels it when its wait
+        (plus a grace) has passed or the acquire was aborted."""
+        t = self.client.transport
+        give_up = time.monotonic() + wait + REATTACH_GRACE
+        while True:
+            if (attempt and attempt.abort.is_set()) or time.monotonic() > give_up:
+                return self._cancel(rid)
+            poll = min(wait, max(give_up - time.monotonic(), 0.0), 30.0)
+            st = t.do("GET", f"/v1/requests/{quote(rid)}", query={"wait": format_duration(poll)}, wait=poll).data
+            status = st.get("status", "")
+            if status == "granted":
+                return Grant(self, st)
+            if status != "pending":
+                raise error_for(status, f"request {rid} ended {status}")
+            if wait == 0:
+                time.sleep(0.02)  # a try cannot stay pending: the read raced the proposal
+
+    def _cancel(self, rid: str) -> Grant:
+        """Withdraws a request; a grant that won the race is released. Always raises."""
+        try:
+            st = self.client.transport.do("DELETE", f"/v1/requests/{quote(rid)}", query={"session": self.id}).data
+        except (RequestNotFound, SessionNotFound):
+            st = {}
+        if st.get("status") == "granted":
+            g = Grant(self, st)
+            self._granted(g)
+            self.release(g)
+        raise Timeout(f"request {rid} not granted within its wait (cancelled)")
+
+    # ---- releasing --------------------------------------------------------
+
+    def release(self, grant: Grant) -> None:
+        """Releases one hold of every lock the grant got."""
+        body = {"session": self.id, "request_id": grant.request_id}
+        try:
+            self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT)
+        except LockdError as e:
+            self._note_lost(e)
+            if isinstance(e, NotHeld):
+                for n in grant.names():
+                    self._not_held(n, e)
+            raise
+        grant.released = True
+        self._released(grant.names())
+
+    def unlock(self, name: str) -> None:
+        """Releases one hold of name (a reentrant hold counts down by one);
+        :class:`NotHeld` when the session does not hold it. After a lost
+        answer it asks the cluster before resending, so a reentrant hold is
+        never counted down twice."""
+        self._check_usable(f"unlock {name}")
+        body = {"session": self.id, "name": name}
+        while True:
+            try:
+                self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT)
+                self._released([name])
+                return
+            except OutcomeUnknown as e:
+                if self._release_applied(name, e):
+                    self._released([name])
+                    return
+            except LockdError as e:
+                self._note_lost(e)
+                if isinstance(e, NotHeld):
+                    self._not_held(name, e)
+                raise
+
+    def _release_applied(self, name: str, cause: OutcomeUnknown) -> bool:
+        info = self.client.get_session(self.id)
+        self._revoked([{"name": r.name, "token": r.token, "index": r.index} for r in info.revoked])
+        on_server = next((h.count for h in info.held if h.name == name), 0)
+        with self._mu:
+            mine = self._holds.get(name, 0)
+        if on_server == 0 or (mine > 0 and on_server < mine):
+            return True
+        if mine > 0 and on_server == mine:
+            return False  # not applied: resend
+        raise OutcomeUnknown(f"unlock {name}: held {on_server} time(s), this client counted {mine}") from cause
+
+    def surrender(self, name: str) -> bool:
+        """Hands a held lock to the sessions waiting for it; this session
+        queues again behind them and gets it back, with a new token, when
+        they are done. Returns whether anyone was waiting."""
+        self._check_usable(f"surrender {name}")
+        try:
+            ans = self.client.transport.do("POST", "/v1/surrender", body={"session": self.id, "name": name},
+                                           retry=Retry.UNSENT)
+        except LockdError as e:
+            self._note_lost(e)
+            raise
+        if ans.data.get("status") == "surrendered":
+            with self._mu:
+                self._holds.pop(name, None)
+            return True
+        return False
+
+    # ---- tracking holds and losses ----------------------------------------
+
+    def _note_lost(self, err: LockdError) -> None:
+        if isinstance(err, SessionNotFound):
+            lost = SessionLost(f"session {self.id}: {err}")
+            lost.__cause__ = err
+            self._end("lost", lost)
+
+    def _granted(self, g: Grant) -> None:
+        gone: list[Revocation] = []
+        with self._mu:
+            for lk in g.locks:
+                rv = next((r for r in self._recent if r.name == lk.name and r.token == lk.token), None)
+                if rv is not None:
+                    gone.append(rv)
+                    continue
+                self._holds[lk.name] = self._holds.get(lk.name, 0) + 1
+            self._grants.append(g)
+        for rv in gone:
+            self._lose_revoked(rv)
+        if self.error is not None:
+            self._lose_where(self.error, lambda lk: True)
+
+    def _released(self, names: list[str]) -> None:
+        with self._mu:
+            for n in names:
+                self._count_down(n)
+            self._grants = [g for g in self._grants if any(self._holds.get(lk.name, 0) > 0 for lk in g.locks)]
+
+    def _count_down(self, name: str) -> None:
+        if self._holds.get(name, 0) <= 1:
+            self._holds.pop(name, None)
+        else:
+            self._holds[name] -= 1
+
+    def _not_held(self, name: str, err: LockdError) -> None:
+        with self._mu:
+            self._holds.pop(name, None)
+        self._lose_where(NotHeld(f"session {self.id} does not hold {name}: {err.message}"),
+                         lambda lk: lk.name == name)
+
+    def _revoked(self, items: list[dict[str, Any]]) -> None:
+        for d in items:
+            rv = Revocation(d.get("name", ""), d.get("token", 0), d.get("index", 0))
+            with self._mu:
+                if rv in self._recent:
+                    continue
+                self._recent = (self._recent + [rv])[-RECENT_REVOCATIONS:]
+            for g in self._lose_revoked(rv):
+                with self._mu:
+                    self._count_down(rv.name)
+
+    def _lose_revoked(self, rv: Revocation) -> list[Grant]:
+        err = Revoked(f"{rv.name} (token {rv.token}) revoked by an operator at index {rv.index}")
+        return self._lose_where(err, lambda lk: lk.name == rv.name and lk.token == rv.token)
+
+    def _lose_where(self, err: LockdError, match: Callable[[GrantedLock], bool]) -> list[Grant]:
+        """Marks lost every tracked grant with a lock match accepts, and
+        calls on_lost (on a thread of its own) for those locks."""
+        with self._mu:
+            lost = [g for g in self._grants if any(match(lk) for lk in g.locks)]
+            self._grants = [g for g in self._grants if g not in lost]
+        for g in lost:
+            if not g._mark_lost(err) or self.on_lost is None:
+                continue
+            for lk in g.locks:
+                if match(lk):
+                    threading.Thread(target=self.on_lost, args=(lk.name, lk.token, err), daemon=True).start()
+        return lost

@@ -1,0 +1,256 @@
+"""Fixtures that build lockd once per test session and start real lockd
+processes on free loopback ports: a dev node, 3-node clusters and a dev
+node with TLS (client certificates) and ACLs."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PACKAGE = HERE.parent  # api/python
+REPO = PACKAGE.parent.parent
+sys.path.insert(0, str(PACKAGE))
+
+import lockd  # noqa: E402
+
+# Election timeouts scale with this (lockd --raft-timing): short keeps the
+# tests quick; LOCKD_PY_RAFT_TIMING overrides on slow machines.
+RAFT_TIMING = os.environ.get("LOCKD_PY_RAFT_TIMING", "0.5")
+START_TIMEOUT = 60.0
+
+
+def eventually(cond: Callable[[], Any], what: str, timeout: float = 30.0, every: float = 0.05) -> Any:
+    """Polls cond until it returns something truthy; fails after timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - the last error is reported
+            last = e
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout}s; last: {last!r}")
+        time.sleep(every)
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct loopback ports free for TCP and UDP (gossip uses both),
+    picked by binding port 0, so they do not collide with other tests."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            t.bind(("127.0.0.1", 0))
+            held.append(t)
+            port = t.getsockname()[1]
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                u.bind(("127.0.0.1", port))
+            except OSError:
+                u.close()
+                continue
+            held.append(u)
+            ports.append(port)
+    finally:
+        for s in held:
+            s.close()
+    return ports
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class Node:
+    """One lockd process."""
+
+    id: str
+    http_addr: str
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, binary: str) -> None:
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen([binary, *self.args], stdout=logf, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError as e:
+            return str(e)
+
+
+@dataclass
+class Cluster:
+    """lockd processes started by a test; killed at its end."""
+
+    nodes: list[Node]
+    scheme: str = "http"
+    ssl_context: Any = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def addrs(self) -> list[str]:
+        return [n.http_addr for n in self.nodes]
+
+    def status(self, node: Node) -> dict[str, Any]:
+        url = f"{self.scheme}://{node.http_addr}/v1/status"
+        with urllib.request.urlopen(url, timeout=2, context=self.ssl_context) as r:
+            return dict(json.load(r))
+
+    def leader(self, among: list[Node] | None = None) -> Node:
+        """Waits until every node of among names the same leader, one of them."""
+        among = among or [n for n in self.nodes if n.proc and n.proc.poll() is None]
+
+        def agreed() -> Node | None:
+            names = {self.status(n)["leader"].get("http_addr", "") for n in among}
+            if len(names) == 1:
+                addr = names.pop()
+                return next((n for n in among if n.http_addr == addr), None)
+            return None
+        return eventually(agreed, "one leader agreed on", timeout=START_TIMEOUT)  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.kill()
+
+
+@pytest.fixture(scope="session")
+def lockd_bin() -> Iterator[str]:
+    """lockd built with go build into a temporary directory, once."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("the tests run real lockd processes: no go command on PATH to build cmd/lockd")
+    d = tempfile.mkdtemp(prefix="lockd-py-bin-")
+    binary = os.path.join(d, "lockd")
+    env = dict(os.environ, CGO_ENABLED="0")
+    r = subprocess.run([go, "build", "-o", binary, "./cmd/lockd"], cwd=REPO, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"go build ./cmd/lockd failed:\n{r.stdout}{r.stderr}")
+    yield binary
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def start_dev(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
+    """Starts dev nodes (extra flags allowed); kills them when the test ends."""
+    started: list[Cluster] = []
+
+    def start(*extra: str) -> Cluster:
+        c = _dev(lockd_bin, tmp_path_factory.mktemp("dev"), list(extra))
+        started.append(c)
+        return c
+    yield start
+    for c in started:
+        c.stop()
+
+
+def _dev(binary: str, d: Path, extra: list[str]) -> Cluster:
+    http, raft = free_ports(2)
+    node = Node("dev", f"127.0.0.1:{http}", ["--dev", "--http-addr", f"127.0.0.1:{http}",
+                                              "--raft-addr", f"127.0.0.1:{raft}", *extra], d / "dev.log")
+    node.start(binary)
+    c = Cluster([node])
+    try:
+        c.leader()
+    except BaseException:
+        print(node.tail())
+        c.stop()
+        raise
+    return c
+
+
+@pytest.fixture(scope="module")
+def dev(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A dev node shared by a test module."""
+    c = _dev(lockd_bin, tmp_path_factory.mktemp("dev"), [])
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def client(dev: Cluster) -> lockd.Client:
+    return lockd.Client(dev.addrs)
+
+
+@pytest.fixture
+def start_cluster(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
+    """Starts 3-node clusters on loopback (--bootstrap-expect 3)."""
+    started: list[Cluster] = []
+
+    def start(n: int = 3, *extra: str) -> Cluster:
+        d = tmp_path_factory.mktemp("cluster")
+        ports = free_ports(3 * n)
+        gossip = [f"127.0.0.1:{ports[3 * i + 2]}" for i in range(n)]
+        nodes = []
+        for i in range(n):
+            others = ",".join(g for j, g in enumerate(gossip) if j != i)
+            nid = f"n{i + 1}"
+            args = ["--node-id", nid, "--data-dir", str(d / nid), "--http-addr", f"127.0.0.1:{ports[3 * i]}",
+                    "--raft-addr", f"127.0.0.1:{ports[3 * i + 1]}", "--gossip-addr", gossip[i],
+                    "--join", others, "--bootstrap-expect", str(n), "--raft-timing", RAFT_TIMING, *extra]
+            nodes.append(Node(nid, f"127.0.0.1:{ports[3 * i]}", args, d / f"{nid}.log"))
+        c = Cluster(nodes)
+        started.append(c)
+        for nd in nodes:
+            nd.start(lockd_bin)
+        c.leader()
+        return c
+    yield start
+    for c in started:
+        c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _node_logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        for name in ("dev",):
+            if name in request.fixturenames:
+                c = request.getfixturevalue(name)
+                for n in c.nodes:
+                    print(f"---- {n.id} ({n.http_addr}) ----\n{n.tail()}")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, "rep_" + rep.when, rep)
