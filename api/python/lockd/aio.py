@@ -125,9 +125,12 @@ class Session:
                 done.set_exception(e)
 
         threading.Thread(target=run, name="lockd-aio-acquire", daemon=True).start()
+        answer = asyncio.wrap_future(done)
         try:
-            return Grant(await asyncio.shield(asyncio.wrap_future(done)))
+            return Grant(await asyncio.shield(answer))
         except asyncio.CancelledError:
+            # The outcome is handled by _withdraw: mark it retrieved.
+            answer.add_done_callback(lambda f: f.cancelled() or f.exception())
             await asyncio.to_thread(self._withdraw, attempt, done)
             raise
 

@@ -139,6 +139,9 @@ class Cluster:
         among = among or [n for n in self.nodes if n.proc and n.proc.poll() is None]
 
         def agreed() -> Node | None:
+            for n in among:
+                if n.proc is not None and n.proc.poll() is not None:
+                    pytest.fail(f"lockd {n.id} exited with {n.proc.returncode}:\n{n.tail()}")
             names = {self.status(n)["leader"].get("http_addr", "") for n in among}
             if len(names) == 1:
                 addr = names.pop()
@@ -172,8 +175,8 @@ def start_dev(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """Starts dev nodes (extra flags allowed); kills them when the test ends."""
     started: list[Cluster] = []
 
-    def start(*extra: str) -> Cluster:
-        c = _dev(lockd_bin, tmp_path_factory.mktemp("dev"), list(extra))
+    def start(*extra: str, ssl_context: Any = None) -> Cluster:
+        c = _dev(lockd_bin, tmp_path_factory.mktemp("dev"), list(extra), ssl_context)
         started.append(c)
         return c
     yield start
@@ -181,12 +184,12 @@ def start_dev(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         c.stop()
 
 
-def _dev(binary: str, d: Path, extra: list[str]) -> Cluster:
+def _dev(binary: str, d: Path, extra: list[str], ssl_context: Any = None) -> Cluster:
     http, raft = free_ports(2)
     node = Node("dev", f"127.0.0.1:{http}", ["--dev", "--http-addr", f"127.0.0.1:{http}",
                                               "--raft-addr", f"127.0.0.1:{raft}", *extra], d / "dev.log")
     node.start(binary)
-    c = Cluster([node])
+    c = Cluster([node], scheme="https" if ssl_context else "http", ssl_context=ssl_context)
     try:
         c.leader()
     except BaseException:
