@@ -1,9 +1,9 @@
 # lockd — make targets. `make test` is the test command CI runs.
 GO ?= go
 
-.PHONY: test vet lint unit race bench fuzz build docker jepsen-smoke jepsen-full
+.PHONY: test vet lint unit python-test race bench fuzz build docker jepsen-smoke jepsen-full
 
-test: vet lint unit
+test: vet lint unit python-test
 
 vet:
 	$(GO) vet ./...
@@ -20,6 +20,18 @@ unit:
 	@command -v chromium >/dev/null || echo "note: chromium is not installed: the dashboard's browser tests (api TestUI*) will be skipped; as root: apt-get install -y chromium (.ci/run does), then make test"
 	$(GO) test $$($(GO) list ./... | grep -v -e '/api/client$$' -e '/cmd/lockctl$$' -e '/cmd/lockd/e2e$$' -e '/jepsen/workload$$')
 	$(GO) test -count=1 $(SPAWNING)
+
+# The Python client's tests (api/python/tests): pytest against lockd
+# processes the tests build with $(GO) and start on free loopback ports.
+# They need pytest for $(PYTHON) (Debian's python3-pytest, which .ci/run
+# installs).
+PYTHON ?= /usr/bin/python3
+python-test:
+	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { \
+		echo "python-test: '$(PYTHON) -m pytest' is not available. Install it (as root) with:"; \
+		echo "    apt-get install -y python3-pytest python3-venv python3-setuptools"; \
+		echo "or run make with PYTHON=<a python that has pytest>."; exit 1; }
+	cd api/python && LOCKD_GO="$(GO)" PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 race:
 	$(GO) test -race ./...

@@ -157,7 +157,7 @@ class Cluster:
 @pytest.fixture(scope="session")
 def lockd_bin() -> Iterator[str]:
     """lockd built with go build into a temporary directory, once."""
-    go = shutil.which("go")
+    go = shutil.which(os.environ.get("LOCKD_GO") or "go")  # make passes its $(GO)
     if go is None:
         pytest.fail("the tests run real lockd processes: no go command on PATH to build cmd/lockd")
     d = tempfile.mkdtemp(prefix="lockd-py-bin-")
@@ -257,3 +257,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     rep = outcome.get_result()  # type: ignore[attr-defined]
     setattr(item, "rep_" + rep.when, rep)
+
+
+# A fresh venv for test_packaging, made while the other tests run (making
+# one installs pip into it, which takes a while on a busy machine).
+_venv: dict[str, Any] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import importlib.util
+    if importlib.util.find_spec("ensurepip") is None:
+        return
+    if any(item.nodeid.startswith("tests/test_packaging.py") or "test_packaging.py" in item.nodeid
+           for item in session.items):
+        d = tempfile.mkdtemp(prefix="lockd-py-venv-")
+        _venv["dir"] = d
+        _venv["proc"] = subprocess.Popen([sys.executable, "-m", "venv", os.path.join(d, "venv")],
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    proc = _venv.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if "dir" in _venv:
+        shutil.rmtree(_venv["dir"], ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_venv() -> Path:
+    """The path of a venv made with `python3 -m venv` for this test session."""
+    proc = _venv.get("proc")
+    if proc is None:
+        pytest.skip("no ensurepip for this python: apt-get install -y python3-venv")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    return Path(_venv["dir"]) / "venv"

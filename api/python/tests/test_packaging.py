@@ -1,0 +1,27 @@
+"""The package installs offline into a fresh venv (pip install
+--no-build-isolation --no-index), typed, and works from there."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from conftest import PACKAGE, Cluster
+
+
+def test_installs_into_a_fresh_venv(fresh_venv: Path, tmp_path: Path, dev: Cluster) -> None:
+    venv = fresh_venv
+    py = venv / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", str(PACKAGE)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    probe = ("import lockd, pathlib, sys; "
+             "d = pathlib.Path(lockd.__file__).parent; "
+             "assert (d / 'py.typed').exists() and (d / 'aio.py').exists(), list(d.iterdir()); "
+             "assert 'site-packages' in str(d), d; "
+             "c = lockd.Client(sys.argv[1]); "
+             "s = c.session(ttl=5); g = s.lock('install/x', wait=5); "
+             "assert c.check('install/x', g.token); s.close(); print(g.token)")
+    r = subprocess.run([str(py), "-c", probe, dev.addrs[0]], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout) > 0
