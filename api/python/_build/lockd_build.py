@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 if importlib.util.find_spec("wheel") is None:
     # Without these pip asks build_wheel/build_editable for the metadata.
-    del prepare_metadata_for_build_wheel  # noqa: F821
-    del prepare_metadata_for_build_editable  # noqa: F821
+    for _hook in ("prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable"):
+        globals().pop(_hook, None)
 
     def get_requires_for_build_wheel(config_settings: Any = None) -> list[str]:
         """Nothing beyond setuptools: the wheel is written here."""
@@ -73,4 +73,4 @@ if importlib.util.find_spec("wheel") is None:
     def _digest(data: bytes) -> str:
         return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
-__all__ = [n for n in dir(_setuptools) if not n.startswith("_")]
+__all__ = [n for n in dir(_setuptools) if not n.startswith("_") and n in globals()]

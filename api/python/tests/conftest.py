@@ -136,16 +136,16 @@ class Cluster:
 
     def leader(self, among: list[Node] | None = None) -> Node:
         """Waits until every node of among names the same leader, one of them."""
-        among = among or [n for n in self.nodes if n.proc and n.proc.poll() is None]
+        nodes = among or [n for n in self.nodes if n.proc and n.proc.poll() is None]
 
         def agreed() -> Node | None:
-            for n in among:
+            for n in nodes:
                 if n.proc is not None and n.proc.poll() is not None:
                     pytest.fail(f"lockd {n.id} exited with {n.proc.returncode}:\n{n.tail()}")
-            names = {self.status(n)["leader"].get("http_addr", "") for n in among}
+            names = {self.status(n)["leader"].get("http_addr", "") for n in nodes}
             if len(names) == 1:
                 addr = names.pop()
-                return next((n for n in among if n.http_addr == addr), None)
+                return next((n for n in nodes if n.http_addr == addr), None)
             return None
         return eventually(agreed, "one leader agreed on", timeout=START_TIMEOUT)  # type: ignore[no-any-return]
 
@@ -252,7 +252,7 @@ def _node_logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
                     print(f"---- {n.id} ({n.http_addr}) ----\n{n.tail()}")
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # type: ignore[misc]
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     rep = outcome.get_result()  # type: ignore[attr-defined]

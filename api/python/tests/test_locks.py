@@ -269,7 +269,7 @@ def test_keepalive_thread_cannot_die_silently(client: lockd.Client, monkeypatch:
     def broken(method: str, path: str, **kw: object) -> object:
         if path.endswith("/keepalive"):
             raise MemoryError("simulated")
-        return real(method, path, **kw)  # type: ignore[arg-type]
+        return real(method, path, **kw)
     monkeypatch.setattr(client.transport, "do", broken)
     assert s.lost.wait(10)
     assert s.state == "error" and isinstance(s.error, lockd.KeepaliveError)

@@ -1,0 +1,120 @@
+"""The transport's rules without a cluster: wire formats, endpoints, and
+which calls are retried when a node takes a request and answers nothing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import lockd
+from lockd._transport import Retry, decode_error, normalize_endpoint
+from lockd.types import format_duration, parse_duration
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("0s", 0.0), ("0", 0.0), ("10s", 10.0), ("250ms", 0.25), ("1m30s", 90.0), ("1h0m0s", 3600.0),
+    ("1.5s", 1.5), ("2µs", 2e-6), ("100ns", 1e-7),
+])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "10", "s", "1x", "1s2"])
+def test_parse_duration_refuses(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize("seconds,text", [(0, "0s"), (10, "10s"), (0.25, "250ms"), (1.5, "1500ms"),
+                                          (1e-7, "100ns"), (86400, "86400s")])
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("ep,tls,want", [
+    ("127.0.0.1:7001", False, "http://127.0.0.1:7001"),
+    ("http://127.0.0.1:7001/", False, "http://127.0.0.1:7001"),
+    ("https://node1:7001", False, "https://node1:7001"),
+    ("127.0.0.1:7001", True, "https://127.0.0.1:7001"),
+    ("[::1]:7001", False, "http://[::1]:7001"),
+])
+def test_normalize_endpoint(ep: str, tls: bool, want: str) -> None:
+    assert normalize_endpoint(ep, tls) == want
+
+
+@pytest.mark.parametrize("bad", ["", "ftp://x:1", "http://x:1/v1", "127.0.0.1"])
+def test_normalize_endpoint_refuses(bad: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_endpoint(bad, False)
+
+
+@pytest.mark.parametrize("status,body,cls,code", [
+    (409, b'{"error":{"code":"timeout","message":"held by s1"}}', lockd.Timeout, "timeout"),
+    (404, b'{"error":{"code":"session_not_found","message":"x"}}', lockd.SessionNotFound, "session_not_found"),
+    (415, b'{"error":{"code":"invalid_request","message":"json"}}', lockd.InvalidRequest, "invalid_request"),
+    (429, b'{"error":{"code":"limit_exceeded","message":"x"}}', lockd.LimitExceeded, "limit_exceeded"),
+    (503, b'{"error":{"code":"no_leader","message":"x","not_applied":true}}', lockd.ClusterUnavailable,
+     "no_leader"),
+    (502, b"<html>bad gateway</html>", lockd.ClusterUnavailable, "no_leader"),
+    (500, b"oops", lockd.InternalError, "internal"),
+    (409, b'{"error":{"code":"something_new","message":"x"}}', lockd.LockdError, "something_new"),
+])
+def test_decode_error(status: int, body: bytes, cls: type[lockd.LockdError], code: str) -> None:
+    e = decode_error(status, body)
+    assert type(e) is cls and e.code == code and e.http_status == status
+
+
+@pytest.fixture
+def mute_node() -> Iterator[tuple[str, list[bytes]]]:
+    """A TCP server that reads each request and closes without answering:
+    a node that took the request and died."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                seen.append(conn.recv(65536))
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"127.0.0.1:{srv.getsockname()[1]}", seen
+    srv.close()
+
+
+def _client(addr: str) -> lockd.Client:
+    return lockd.Client(addr, token="", retry=lockd.RetryPolicy(max_elapsed=0.5, min_backoff=0.01,
+                                                                 max_backoff=0.05))
+
+
+def test_unsafe_call_sent_without_answer_is_outcome_unknown(mute_node: tuple[str, list[bytes]]) -> None:
+    addr, seen = mute_node
+    with pytest.raises(lockd.OutcomeUnknown):
+        _client(addr).revoke("jobs/x")
+    assert sum(b.startswith(b"POST /v1/revoke") for b in seen) == 1, "an unsafe call was sent twice"
+
+
+def test_safe_call_is_retried(mute_node: tuple[str, list[bytes]]) -> None:
+    addr, seen = mute_node
+    with pytest.raises(lockd.ClusterUnavailable):
+        _client(addr).check("jobs/x", 1)
+    assert sum(b.startswith(b"GET /v1/check") for b in seen) > 1
+
+
+def test_unsafe_call_never_sent_is_retried() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{s.getsockname()[1]}"
+    s.close()  # nothing listens: every connection is refused, so nothing was sent
+    c = _client(addr)
+    with pytest.raises(lockd.ClusterUnavailable) as e:
+        c.transport.do("POST", "/v1/release", body={}, retry=Retry.UNSENT)
+    assert "attempts" in e.value.message
