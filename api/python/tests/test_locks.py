@@ -57,13 +57,15 @@ def test_try_lock_twice_does_not_spin_or_queue(client: lockd.Client,
 
 
 def test_wait_is_honoured(client: lockd.Client, two: tuple[lockd.Session, lockd.Session]) -> None:
-    """lock(wait=1) on a held lock raises Timeout after about a second and
-    leaves nothing queued (python-etcd3#599 waited 10 s whatever was asked)."""
+    """`with lock(wait=1)` on a held lock raises Timeout after about a second
+    and leaves nothing queued (python-etcd3#599: the context manager waited
+    10 s whatever was asked)."""
     a, b = two
     a.lock("wait/x")
     start = time.monotonic()
     with pytest.raises(lockd.Timeout):
-        b.lock("wait/x", wait=1)
+        with b.lock("wait/x", wait=1):
+            raise AssertionError("granted while another session holds it")
     assert time.monotonic() - start < 30  # generous: the bug waits for ever
     info = client.get_lock("wait/x")
     assert info is not None and info.waiters == []
