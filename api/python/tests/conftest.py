@@ -212,32 +212,35 @@ def client(dev: Cluster) -> lockd.Client:
     return lockd.Client(dev.addrs)
 
 
-@pytest.fixture
-def start_cluster(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
-    """Starts 3-node clusters on loopback (--bootstrap-expect 3)."""
-    started: list[Cluster] = []
-
-    def start(n: int = 3, *extra: str) -> Cluster:
-        d = tmp_path_factory.mktemp("cluster")
-        ports = free_ports(3 * n)
-        gossip = [f"127.0.0.1:{ports[3 * i + 2]}" for i in range(n)]
-        nodes = []
-        for i in range(n):
-            others = ",".join(g for j, g in enumerate(gossip) if j != i)
-            nid = f"n{i + 1}"
-            args = ["--node-id", nid, "--data-dir", str(d / nid), "--http-addr", f"127.0.0.1:{ports[3 * i]}",
-                    "--raft-addr", f"127.0.0.1:{ports[3 * i + 1]}", "--gossip-addr", gossip[i],
-                    "--join", others, "--bootstrap-expect", str(n), "--raft-timing", RAFT_TIMING, *extra]
-            nodes.append(Node(nid, f"127.0.0.1:{ports[3 * i]}", args, d / f"{nid}.log"))
-        c = Cluster(nodes)
-        started.append(c)
+def _cluster(binary: str, d: Path, n: int, extra: list[str]) -> Cluster:
+    ports = free_ports(3 * n)
+    gossip = [f"127.0.0.1:{ports[3 * i + 2]}" for i in range(n)]
+    nodes = []
+    for i in range(n):
+        others = ",".join(g for j, g in enumerate(gossip) if j != i)
+        nid = f"n{i + 1}"
+        args = ["--node-id", nid, "--data-dir", str(d / nid), "--http-addr", f"127.0.0.1:{ports[3 * i]}",
+                "--raft-addr", f"127.0.0.1:{ports[3 * i + 1]}", "--gossip-addr", gossip[i],
+                "--join", others, "--bootstrap-expect", str(n), "--raft-timing", RAFT_TIMING, *extra]
+        nodes.append(Node(nid, f"127.0.0.1:{ports[3 * i]}", args, d / f"{nid}.log"))
+    c = Cluster(nodes)
+    try:
         for nd in nodes:
-            nd.start(lockd_bin)
+            nd.start(binary)
         c.leader()
-        return c
-    yield start
-    for c in started:
+    except BaseException:
         c.stop()
+        raise
+    return c
+
+
+@pytest.fixture(scope="module")
+def cluster(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A 3-node cluster on loopback (--bootstrap-expect 3) shared by a test
+    module; a test that kills nodes runs last."""
+    c = _cluster(lockd_bin, tmp_path_factory.mktemp("cluster"), 3, [])
+    yield c
+    c.stop()
 
 
 @pytest.fixture(autouse=True)

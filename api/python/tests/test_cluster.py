@@ -6,15 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import lockd
 from conftest import HERE, Cluster, eventually
 
 
-def test_mutual_exclusion_across_processes(start_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
-    c = start_cluster()
+def test_mutual_exclusion_across_processes(cluster: Cluster, tmp_path: Path) -> None:
+    c = cluster
     (tmp_path / "counter").write_text("0")
     workers, rounds = 3, 5
     procs = [subprocess.Popen([sys.executable, str(HERE / "worker.py"), ",".join(c.addrs), str(tmp_path),
@@ -27,11 +26,11 @@ def test_mutual_exclusion_across_processes(start_cluster: Callable[..., Cluster]
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), "fencing tokens must increase"
 
 
-def test_leader_kill_during_held_lock(start_cluster: Callable[..., Cluster]) -> None:
+def test_leader_kill_during_held_lock(cluster: Cluster) -> None:
     """SIGKILL of the leader while a lock is held: the client fails over, the
     keepalives go on, the grant survives with its token, and nothing is
-    reported lost."""
-    c = start_cluster()
+    reported lost. (Kills a node of the module's cluster: runs last.)"""
+    c = cluster
     client = lockd.Client(c.addrs)
     states: list[str] = []
     with client.session(ttl=5, name="survivor") as s:

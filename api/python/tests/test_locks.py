@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -268,7 +269,7 @@ def test_keepalive_thread_cannot_die_silently(client: lockd.Client, monkeypatch:
     g = s.lock("ka/x")
     real = client.transport.do
 
-    def broken(method: str, path: str, **kw: object) -> object:
+    def broken(method: str, path: str, **kw: Any) -> Any:
         if path.endswith("/keepalive"):
             raise MemoryError("simulated")
         return real(method, path, **kw)

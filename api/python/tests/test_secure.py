@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def secure(lockd_bin: str, start_dev: Callable[..., Cluster], tmp_path: Path) ->
 
 def test_tls_and_acl(secure: tuple[Cluster, dict[str, str]]) -> None:
     node, f = secure
-    tls = {"ca_cert": f["ca"], "client_cert": f["cert"], "client_key": f["key"]}
+    tls: dict[str, Any] = {"ca_cert": f["ca"], "client_cert": f["cert"], "client_key": f["key"]}
     anon = lockd.Client(node.addrs, token="", **tls)
     assert anon.status().state == "leader"  # status needs no token
     assert anon.endpoints[0].startswith("https://")
