@@ -23,13 +23,16 @@ unit:
 
 # The Python client's tests (api/python/tests): pytest against lockd
 # processes the tests build with $(GO) and start on free loopback ports.
-# They need pytest for $(PYTHON) (Debian's python3-pytest, which .ci/run
-# installs).
+# They need pytest, venv and setuptools for $(PYTHON): as root with apt,
+# installed from Debian's packages when missing (as .ci/run does).
 PYTHON ?= /usr/bin/python3
+PYTHON_DEBS = python3-pytest python3-venv python3-setuptools
 python-test:
-	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { \
+	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		echo "python-test: installing $(PYTHON_DEBS)" && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PYTHON_DEBS) >/dev/null; } || { \
 		echo "python-test: '$(PYTHON) -m pytest' is not available. Install it (as root) with:"; \
-		echo "    apt-get install -y python3-pytest python3-venv python3-setuptools"; \
+		echo "    apt-get install -y $(PYTHON_DEBS)"; \
 		echo "or run make with PYTHON=<a python that has pytest>."; exit 1; }
 	cd api/python && LOCKD_GO="$(GO)" PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
