@@ -253,15 +253,22 @@ func TestOpenDamagedWAL(t *testing.T) {
 	}
 }
 
-// A follower's log cut back into a sealed segment (raft truncates a
-// follower's tail when the leader's log differs), then restarts: the node
-// starts every time, with the log up to the cut (hashicorp/raft-wal#31:
-// raft-wal v0.4.0 panicked "sealed segment has no index block" there, at
-// every start).
+// A follower's log loses its last entries (raft clears a follower's log
+// suffix when the leader's log differs, or a candidate's), and the node
+// restarts, twice: it starts every time, with the log up to the cut.
+// hashicorp/raft-wal#31: raft-wal before v0.4.1 marked the cut segment
+// sealed without writing its index block, and every start after it
+// panicked "sealed segment has no index block".
 func TestWALTailTruncationRestart(t *testing.T) {
-	const entries, cut, segSize = 300, 40, 8 << 10
+	const entries, segSize = 300, 8 << 10
+	for _, cut := range []uint64{entries, entries - 2} { // in the open tail segment
+		t.Run(fmt.Sprint(cut), func(t *testing.T) { walTailTruncation(t, entries, cut, segSize) })
+	}
+}
+
+func walTailTruncation(t *testing.T, entries int, cut uint64, segSize int) {
 	dir := t.TempDir()
-	writeWALDir(t, dir, entries, cut, segSize)
+	writeWALDir(t, dir, entries, 0, segSize)
 	walSegments(t, dir)
 	lastIndex := func(truncate bool) uint64 {
 		meta := &metadb.BoltMetaDB{}
@@ -270,7 +277,7 @@ func TestWALTailTruncationRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if truncate {
-			err = w.DeleteRange(cut, entries)
+			err = w.DeleteRange(cut, uint64(entries))
 		}
 		last, lerr := w.LastIndex()
 		if err := errors.Join(err, lerr, w.Close(), meta.Close()); err != nil {
