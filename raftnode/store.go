@@ -182,6 +182,10 @@ func (n *Node) openLogStore(bolt *raftboltdb.BoltStore, boltExisted bool) (raft.
 	if kind == LogBolt {
 		return bolt, n.recordStore(bolt, kind)
 	}
+	if last, err := bolt.LastIndex(); err != nil || last > 0 {
+		return nil, errors.Join(err, fmt.Errorf("the raft log of %s is in %s (up to entry %d), which records %s: move the one not in use away",
+			n.cfg.DataDir, boltFile, last, LogWAL))
+	}
 	w, err := n.openWAL(dir)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"go.etcd.io/bbolt"
 
 	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/lockstate"
@@ -303,5 +304,54 @@ func TestOpenHealthyWAL(t *testing.T) {
 	walSegments(t, dir)
 	if err := openNode(t, dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cluster made with bolt by a build from before the store was recorded
+// (its raft.db holds no record, and no wal/ is there) restarts, every node
+// at once, on this build with no --raft-log: each keeps its log in bolt,
+// records it, and the cluster comes back with its table and commits.
+func TestUpgradeFromBoltCluster(t *testing.T) {
+	store := LogBolt
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LogStore = store })
+	leader := c.readyLeader()
+	s := createSession(t, leader.get(), time.Minute)
+	for i := range 10 {
+		acquire(t, leader.get(), s, fmt.Sprintf("job/%d", i), "", 0, 0)
+	}
+	c.converged()
+	for _, tn := range c.nodes {
+		tn.stop()
+		b, err := bbolt.Open(filepath.Join(tn.dir, boltFile), 0o600, &bbolt.Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The older build's raft.db: the log and the stable store, no record.
+		err = b.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("conf")).Delete([]byte(logStoreKey)) })
+		if err := errors.Join(err, b.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store = ""
+	for _, tn := range c.nodes {
+		tn.start()
+	}
+	c.converged()
+	leader = c.readyLeader()
+	acquire(t, leader.get(), s, "job/after", "", 0, 0)
+	c.converged()
+	for _, tn := range c.nodes {
+		if !hasSession(tn.get(), s) {
+			t.Fatalf("%s lost the session", tn.id)
+		}
+		if tn.get().wal != nil {
+			t.Fatalf("%s opened raft-wal on a bolt data dir", tn.id)
+		}
+		if last, err := tn.get().bolt.LastIndex(); err != nil || last == 0 {
+			t.Fatalf("%s: raft.db holds no log (%d, %v)", tn.id, last, err)
+		}
+		if v, err := tn.get().bolt.Get([]byte(logStoreKey)); err != nil || string(v) != LogBolt {
+			t.Fatalf("%s records %q (%v), want bolt", tn.id, v, err)
+		}
 	}
 }
