@@ -183,8 +183,8 @@ func (n *Node) openLogStore(bolt *raftboltdb.BoltStore, boltExisted bool) (raft.
 		return bolt, n.recordStore(bolt, kind)
 	}
 	if last, err := bolt.LastIndex(); err != nil || last > 0 {
-		return nil, errors.Join(err, fmt.Errorf("the raft log of %s is in %s (up to entry %d), which records %s: move the one not in use away",
-			n.cfg.DataDir, boltFile, last, LogWAL))
+		return nil, errors.Join(err, fmt.Errorf("%s holds raft log entries up to %d, and the raft log of %s is in %s (raft-wal): "+
+			"move the one not in use away", boltFile, last, n.cfg.DataDir, walDir))
 	}
 	w, err := n.openWAL(dir)
 	if err != nil {
