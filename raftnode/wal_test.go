@@ -316,8 +316,8 @@ func TestUpgradeFromBoltCluster(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LogStore = store })
 	leader := c.readyLeader()
 	s := createSession(t, leader.get(), time.Minute)
-	for i := range 10 {
-		acquire(t, leader.get(), s, fmt.Sprintf("job/%d", i), "", 0, 0)
+	for i := range 10 { // request ids: a proposal that meets an election is retried
+		acquire(t, leader.get(), s, fmt.Sprintf("job/%d", i), fmt.Sprintf("r%d", i), 0, 0)
 	}
 	c.converged()
 	for _, tn := range c.nodes {
@@ -338,7 +338,7 @@ func TestUpgradeFromBoltCluster(t *testing.T) {
 	}
 	c.converged()
 	leader = c.readyLeader()
-	acquire(t, leader.get(), s, "job/after", "", 0, 0)
+	acquire(t, leader.get(), s, "job/after", "after", 0, 0)
 	c.converged()
 	for _, tn := range c.nodes {
 		if !hasSession(tn.get(), s) {
