@@ -51,7 +51,7 @@ func newMetrics(s *Server) (*metrics, error) {
 }
 
 // Registerer is the node's Prometheus registry, for metrics of other
-// layers (raft's own, through go-metrics' Prometheus sink).
+// layers (raft's own, through cmd/lockd's go-metrics sink).
 func (s *Server) Registerer() prometheus.Registerer { return s.metrics.reg }
 
 func (m *metrics) handler() http.Handler {

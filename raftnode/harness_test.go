@@ -92,6 +92,9 @@ func (tn *testNode) start() {
 		RaftBind: tn.raftAddr,
 		Logger:   testLogger(tn.c.t, tn.id),
 		Timing:   testTiming,
+		// $LOCKD_TEST_RAFT_LOG=bolt runs the tests that do not choose a
+		// log store on bolt (the default: raft-wal).
+		LogStore: os.Getenv("LOCKD_TEST_RAFT_LOG"),
 	}
 	if tn.c.tweak != nil {
 		tn.c.tweak(&cfg)

@@ -86,7 +86,9 @@ type Config struct {
 	// during faults (--unsafe stale-snapshot; stale.go). A node restored
 	// from one misses entries.
 	UnsafeStaleSnapshot bool
-	// LogStore is where raft's log lives: LogBolt ("" too) or LogWAL.
+	// LogStore is where raft's log lives in a new data dir: LogBolt or
+	// LogWAL ("": LogWAL). A data dir keeps the store it was made with;
+	// naming the other one is refused.
 	LogStore string
 	// SnapshotThreshold and TrailingLogs override raft's (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
@@ -137,7 +139,8 @@ type Node struct {
 	fsm      *fsm.FSM
 	raft     *raft.Raft
 	bolt     *raftboltdb.BoltStore
-	wal      *raftwal.WAL // the log store when Config.LogStore is LogWAL
+	wal      *raftwal.WAL  // the log store when Config.LogStore is LogWAL
+	uncached raft.LogStore // the log store under raft's LogCache (logs)
 	walMeta  *metadb.BoltMetaDB
 	logs     raft.LogStore // bolt or wal behind raft's LogCache
 	snaps    raft.SnapshotStore

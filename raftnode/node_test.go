@@ -352,33 +352,55 @@ func TestRestartConverges(t *testing.T) {
 }
 
 // A follower that missed more entries than the leader keeps in its log
-// catches up by installing a snapshot.
+// catches up by installing a snapshot, and then goes on appending after it
+// (raft-wal takes no gap: raft must drop the follower's old log, which it
+// does for a raft.MonotonicLogStore). A read below the leader's first
+// index is raft.ErrLogNotFound itself, which raft compares with ==
+// before it sends a snapshot.
 func TestSnapshotCatchUp(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) {
-		cfg.SnapshotThreshold = 16
-		cfg.TrailingLogs = 8
-		cfg.SnapshotInterval = 20 * time.Millisecond
-	})
-	l := c.leader()
-	f := c.followers(l)[0]
-	s := createSession(t, l.get(), time.Hour)
-	c.converged()
-	lastSeen := f.get().raft.LastIndex()
-	f.stop()
+	for _, store := range []string{LogWAL, LogBolt} {
+		t.Run(store, func(t *testing.T) {
+			c := newTestCluster(t, 3, func(cfg *Config) {
+				cfg.SnapshotThreshold = 16
+				cfg.TrailingLogs = 8
+				cfg.SnapshotInterval = 20 * time.Millisecond
+				cfg.LogStore = store
+			})
+			l := c.leader()
+			f := c.followers(l)[0]
+			s := createSession(t, l.get(), time.Hour)
+			c.converged()
+			lastSeen := f.get().raft.LastIndex()
+			f.stop()
 
-	for i := range 200 {
-		id := fmt.Sprintf("snap-%d", i)
-		acquire(t, l.get(), s, "snap/"+id, id, 0, 0)
-	}
-	waitFor(t, 10*time.Second, "the leader to compact its log past the stopped follower", func() bool {
-		first, err := l.get().logs.FirstIndex()
-		return err == nil && first > lastSeen+1
-	})
-	f.start()
-	c.converged()
-	snaps, err := f.get().snaps.List()
-	if err != nil || len(snaps) == 0 {
-		t.Fatalf("follower has no snapshot after catching up: %v", err)
+			for i := range 200 {
+				id := fmt.Sprintf("snap-%d", i)
+				acquire(t, l.get(), s, "snap/"+id, id, 0, 0)
+			}
+			waitFor(t, 10*time.Second, "the leader to compact its log past the stopped follower", func() bool {
+				first, err := l.get().logs.FirstIndex()
+				return err == nil && first > lastSeen+1
+			})
+			var e raft.Log
+			// Under the cache, which may still hold the entry.
+			if err := l.get().uncached.GetLog(lastSeen, &e); err != raft.ErrLogNotFound { //nolint:errorlint // raft compares with ==
+				t.Fatalf("GetLog(%d) below the first index: %v, want raft.ErrLogNotFound", lastSeen, err)
+			}
+			f.start()
+			c.converged()
+			snaps, err := f.get().snaps.List()
+			if err != nil || len(snaps) == 0 {
+				t.Fatalf("follower has no snapshot after catching up: %v", err)
+			}
+			for i := range 20 {
+				id := fmt.Sprintf("after-%d", i)
+				acquire(t, l.get(), s, "after/"+id, id, 0, 0)
+			}
+			c.converged() // the follower appends after the snapshot
+			if !hasSession(f.get(), s) {
+				t.Fatal("the follower lost the session")
+			}
+		})
 	}
 }
 

@@ -12,21 +12,23 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/lockd/lockd/fsm"
 	"go.etcd.io/bbolt"
 )
 
 // Log stores (Config.LogStore).
 const (
-	// LogBolt keeps raft's log in raft.db with the stable store: the
-	// default.
+	// LogBolt keeps raft's log in raft.db with the stable store: data dirs
+	// made before raft-wal became the default, and those made with it.
 	LogBolt = "bolt"
 	// LogWAL keeps raft's log in raft-wal segment files under wal/ (one
 	// fsync per batch of entries, bolt takes two); raft.db keeps only the
-	// stable store (term and vote).
+	// stable store (term and vote). The default for new data dirs.
 	LogWAL = "wal"
 )
 
@@ -79,6 +81,7 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("raftnode: data dir: %w", err)
 	}
 	path := filepath.Join(n.cfg.DataDir, boltFile)
+	_, statErr := os.Stat(path)
 	start := time.Now()
 	pages, err := checkBoltFile(path)
 	if err != nil {
@@ -96,14 +99,15 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("raftnode: open %s: %w", path, err)
 	}
 	n.bolt = bolt
-	logs, err := n.openLogStore(bolt)
+	logs, err := n.openLogStore(bolt, statErr == nil)
 	if err != nil {
-		return fmt.Errorf("raftnode: %w", err)
+		return n.storeError(err)
 	}
 	if n.cfg.wrapLogs != nil {
 		logs = n.cfg.wrapLogs(logs)
 	}
 	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed, lie: n.cfg.UnsafeLyingDisk}
+	n.uncached = logs
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}
@@ -142,49 +146,149 @@ func (n *Node) storeError(err error) error {
 	return fmt.Errorf("raftnode: %w", err)
 }
 
-// openLogStore returns the store of raft's log that Config.LogStore
-// names. A data dir keeps the store it was made with: the other one would
-// start with an empty log, and the node would come back without its
-// entries (and vote on them) as if it were new.
-func (n *Node) openLogStore(bolt *raftboltdb.BoltStore) (raft.LogStore, error) {
+// logStoreKey is the key in raft.db's stable store that records which
+// store holds the data dir's log: LogBolt or LogWAL.
+const logStoreKey = "lockd_log_store"
+
+// openLogStore returns the store of raft's log for the data dir: the one
+// it was made with, recorded in raft.db (dirs made before the record: wal/
+// is raft-wal, a raft.db without it is bolt), or for a new data dir the
+// one Config.LogStore names, LogWAL if none. A data dir keeps its store:
+// the other one would start with an empty log, and the node would come
+// back without its entries (and vote on them) as if it were new.
+func (n *Node) openLogStore(bolt *raftboltdb.BoltStore, boltExisted bool) (raft.LogStore, error) {
 	dir := filepath.Join(n.cfg.DataDir, walDir)
+	kind, err := dataDirStore(bolt, dir, boltExisted)
+	if err != nil {
+		return nil, err
+	}
+	want := n.cfg.LogStore
+	if want != "" && want != LogBolt && want != LogWAL {
+		return nil, fmt.Errorf("unknown log store %q (%s or %s)", want, LogBolt, LogWAL)
+	}
+	switch {
+	case kind == "" && want == "":
+		kind = LogWAL
+	case kind == "":
+		kind = want
+	case want != "" && want != kind:
+		where := boltFile
+		if kind == LogWAL {
+			where = walDir
+		}
+		return nil, fmt.Errorf("the raft log of %s is in %s (%s), not %s: start it with --raft-log %s, or without --raft-log "+
+			"(moving a node to the other store: \"Change a node's log store\" in docs/operations.md)", n.cfg.DataDir, where, kind, want, kind)
+	}
+	if kind == LogBolt {
+		return bolt, n.recordStore(bolt, kind)
+	}
+	if last, err := bolt.LastIndex(); err != nil || last > 0 {
+		return nil, errors.Join(err, fmt.Errorf("%s holds raft log entries up to %d, and the raft log of %s is in %s (raft-wal): "+
+			"move the one not in use away", boltFile, last, n.cfg.DataDir, walDir))
+	}
+	w, err := n.openWAL(dir)
+	if err != nil {
+		return nil, err
+	}
+	return walLogs{w}, n.recordStore(bolt, kind)
+}
+
+// walLogs is raft-wal as raft's log store. raft-wal drops entries from
+// the head of its open segment by moving the segment's first index, and
+// still reads them back from the segment; raft reads only
+// raft.ErrLogNotFound as "compacted away, send a snapshot", and a read
+// below the first index must say so.
+type walLogs struct{ *raftwal.WAL }
+
+// GetLog is raftwal.WAL.GetLog, and raft.ErrLogNotFound below the first
+// index.
+func (w walLogs) GetLog(index uint64, l *raft.Log) error {
+	first, err := w.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, l)
+}
+
+// dataDirStore returns the log store the data dir was made with, or ""
+// for a new one. boltExisted tells whether raft.db was there before this
+// start opened it.
+func dataDirStore(bolt *raftboltdb.BoltStore, dir string, boltExisted bool) (string, error) {
 	_, err := os.Stat(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("wal dir: %w", err)
+		return "", fmt.Errorf("wal dir: %w", err)
 	}
 	walUsed := err == nil
-	switch n.cfg.LogStore {
-	case "", LogBolt:
-		if walUsed {
-			return nil, fmt.Errorf("the raft log of %s is in %s (raft-wal): start it with --raft-log %s", n.cfg.DataDir, dir, LogWAL)
-		}
-		return bolt, nil
-	case LogWAL:
-		last, err := bolt.LastIndex()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("read %s: %w", boltFile, err)
-		case last > 0 && !walUsed:
-			return nil, fmt.Errorf("the raft log of %s is in %s (bolt): start it with --raft-log %s", n.cfg.DataDir, boltFile, LogBolt)
-		}
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("wal dir: %w", err)
-		}
-		// Our own meta store: WAL.Close (v0.4.0) leaves the default one
-		// open, and its file lock would keep the node from opening again.
-		n.walMeta = &metadb.BoltMetaDB{}
-		w, err := raftwal.Open(dir, raftwal.WithMetaStore(n.walMeta), raftwal.WithLogger(n.logger.Named("wal")))
-		if err != nil {
-			if !walUsed { // made just now: leave the data dir as it was, for either store
-				err = errors.Join(err, n.walMeta.Close(), os.RemoveAll(dir))
-				n.walMeta = nil
-			}
-			return nil, fmt.Errorf("open raft-wal in %s: %w", dir, err)
-		}
-		n.wal = w
-		return w, nil
+	recorded, err := bolt.Get([]byte(logStoreKey))
+	switch {
+	case err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound):
+		return "", fmt.Errorf("read %s: %w", boltFile, err)
+	case string(recorded) == LogWAL && !walUsed:
+		return "", &damagedError{path: dir, err: fmt.Errorf("%s records the raft log in %s, which is missing", boltFile, dir)}
+	case string(recorded) == LogBolt && walUsed:
+		return "", fmt.Errorf("%s records the raft log in %s, and %s is there too: move the one not in use away", boltFile, boltFile, dir)
+	case len(recorded) > 0:
+		return string(recorded), nil
+	case walUsed:
+		return LogWAL, nil
+	case boltExisted:
+		return LogBolt, nil
 	}
-	return nil, fmt.Errorf("unknown log store %q (%s or %s)", n.cfg.LogStore, LogBolt, LogWAL)
+	return "", nil
+}
+
+// recordStore records kind in raft.db, once.
+func (n *Node) recordStore(bolt *raftboltdb.BoltStore, kind string) error {
+	if v, err := bolt.Get([]byte(logStoreKey)); err == nil && string(v) == kind {
+		return nil
+	}
+	if err := bolt.Set([]byte(logStoreKey), []byte(kind)); err != nil {
+		return fmt.Errorf("record the log store in %s: %w", boltFile, err)
+	}
+	return nil
+}
+
+// openWAL opens (or makes) the raft-wal log in dir.
+func (n *Node) openWAL(dir string) (*raftwal.WAL, error) {
+	_, statErr := os.Stat(dir)
+	made := errors.Is(statErr, fs.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("wal dir: %w", err)
+	}
+	// Our own meta store: WAL.Close leaves the default one open, and its
+	// file lock would keep the node from opening again.
+	n.walMeta = &metadb.BoltMetaDB{}
+	w, err := openWALSafely(dir, n.walMeta, n.logger.Named("wal"))
+	if err != nil {
+		if made { // made just now: leave the data dir as it was, for either store
+			err = errors.Join(err, n.walMeta.Close(), os.RemoveAll(dir))
+			n.walMeta = nil
+		}
+		return nil, err
+	}
+	n.wal = w
+	return w, nil
+}
+
+// openWALSafely is raftwal.Open, with a panic in it (a segment file it
+// cannot make sense of) turned into a *damagedError.
+func openWALSafely(dir string, meta *metadb.BoltMetaDB, logger hclog.Logger) (w *raftwal.WAL, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &damagedError{path: dir, err: fmt.Errorf("raft-wal panicked opening it: %v", p)}
+		}
+	}()
+	w, err = raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithLogger(logger))
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("open raft-wal in %s: %w", dir, err)
+	case err != nil:
+		return nil, &damagedError{path: dir, err: fmt.Errorf("raft-wal: %w", err)}
+	}
+	return w, nil
 }
 
 // closeStores closes the transport, the WAL and bolt, whichever are open.
@@ -304,7 +408,8 @@ func checkBoltFile(path string) (pages int, err error) {
 // checkLog reads the log entries raft.NewRaft reads when it starts, those
 // after the newest snapshot, as it reads them, and returns how many it
 // read: NewRaft panics on one it cannot get (missing, or stored bytes that
-// do not decode), and this returns an error instead. It costs a second
+// do not decode), and this returns an error instead, as it does for a
+// command whose CRC-32C does not match (fsm.ErrChecksum). It costs a second
 // read of what NewRaft reads next. Entries up to the snapshot are read only
 // for a follower that lags, and the FSM checks the payload of every entry
 // when it applies it.
@@ -326,6 +431,13 @@ func checkLog(logs raft.LogStore, snaps raft.SnapshotStore) (int, error) {
 		}
 		if l.Index != i {
 			return n, fmt.Errorf("raft log entry %d is stored as entry %d", i, l.Index)
+		}
+		// The entry's own CRC-32C: raft-wal checks its CRC only on the
+		// batch it recovers at the tail, and bolt has none.
+		if l.Type == raft.LogCommand {
+			if _, _, err := fsm.Decode(l.Data); errors.Is(err, fsm.ErrChecksum) {
+				return n, fmt.Errorf("raft log entry %d: %w", i, err)
+			}
 		}
 		n++
 	}
@@ -711,6 +823,14 @@ func (w *watchedLogs) StoreLogs(logs []*raft.Log) error { return w.check(w.LogSt
 
 func (w *watchedLogs) DeleteRange(min, max uint64) error {
 	return w.check(w.LogStore.DeleteRange(min, max))
+}
+
+// IsMonotonic passes on the store's raft.MonotonicLogStore (raft-wal's):
+// raft then drops the whole log when it installs a snapshot, instead of
+// leaving entries after it that a store without gaps cannot append to.
+func (w *watchedLogs) IsMonotonic() bool {
+	m, ok := w.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 func (w *watchedLogs) check(err error) error {

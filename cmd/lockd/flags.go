@@ -32,7 +32,7 @@ type config struct {
 	RaftTiming                                 float64
 	SnapshotThreshold, TrailingLogs            uint64
 	SnapshotInterval                           time.Duration
-	RaftLog                                    string // raftnode.LogBolt or raftnode.LogWAL
+	RaftLog                                    string // raftnode.LogBolt, raftnode.LogWAL or "" (the data dir's, wal for a new one)
 	Unsafe                                     string
 	// ClockHook turns on PUT /v1/debug/clock (--test-clock-hook).
 	ClockHook bool
@@ -137,8 +137,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.Float64Var(&c.RaftTiming, "raft-timing", 1, "scale raft's heartbeat, election and lease timeouts (larger on slow machines)")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries since the last snapshot that make a new one (0: raft's 8192; default $LOCKD_SNAPSHOT_THRESHOLD)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often to check the snapshot threshold (0: raft's 2m; default $LOCKD_SNAPSHOT_INTERVAL)")
-	fs.StringVar(&c.RaftLog, "raft-log", raftnode.LogBolt, "where the raft log lives: \""+raftnode.LogBolt+"\" (raft.db, with the term and vote) or \""+
-		raftnode.LogWAL+"\" (raft-wal segments in DATA_DIR/wal: one fsync per commit instead of two); a data dir keeps the one it was made with")
+	fs.StringVar(&c.RaftLog, "raft-log", "", "where a new data dir keeps the raft log: \""+raftnode.LogWAL+"\" (raft-wal segments in DATA_DIR/wal: "+
+		"one fsync per commit; the default) or \""+raftnode.LogBolt+"\" (raft.db, with the term and vote); a data dir keeps the one it was made with, "+
+		"and naming the other is refused")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240; default $LOCKD_TRAILING_LOGS)")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `FILE` of the CA that signs the node certificates; with --tls-cert and --tls-key: TLS 1.3 on "+
 		"the HTTP API, raft and forwarding, and only peers with a node certificate from this CA are accepted")
@@ -230,7 +231,7 @@ func (c *config) check() error {
 		return errors.New("--raft-timing must be positive")
 	case c.MaxWait <= 0:
 		return errors.New("--max-wait must be positive")
-	case c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
+	case c.RaftLog != "" && c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
 	case c.Unsafe != "" && !slices.Contains(unsafeModes, c.Unsafe):
 		return fmt.Errorf("--unsafe %q: the modes are %q", c.Unsafe, unsafeModes)

@@ -18,7 +18,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAdvertise != "10.0.0.1:7001" || c.RaftAdvertise != "10.0.0.1:7101" || c.GossipAdvert != "10.0.0.1:7201" ||
-		len(c.Join) != 2 || c.BootstrapExpect != 3 || c.RaftTiming != 1 || c.RaftLog != "bolt" {
+		len(c.Join) != 2 || c.BootstrapExpect != 3 || c.RaftTiming != 1 || c.RaftLog != "" {
 		t.Fatalf("config = %+v", c)
 	}
 

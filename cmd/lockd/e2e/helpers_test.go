@@ -55,6 +55,16 @@ func raftTiming() string {
 	return "1"
 }
 
+// raftLogArgs is --raft-log $LOCKD_E2E_RAFT_LOG when it is set (bolt:
+// the tests on the store of older data dirs), nothing otherwise (the
+// default, raft-wal).
+func raftLogArgs() []string {
+	if v := os.Getenv("LOCKD_E2E_RAFT_LOG"); v != "" {
+		return []string{"--raft-log", v}
+	}
+	return nil
+}
+
 func logLevel() string {
 	if v := os.Getenv("LOCKD_E2E_LOG_LEVEL"); v != "" {
 		return v
@@ -101,7 +111,7 @@ func startClusterWith(t *testing.T, n int, api *client, nodeArgs func(id string)
 			"--http-addr", nd.httpAddr, "--raft-addr", nd.raftAddr, "--gossip-addr", nd.gossip,
 			"--join", strings.Join(others, ","), "--bootstrap-expect", strconv.Itoa(n),
 			"--raft-timing", raftTiming(), "--log-level", logLevel(),
-		}, extra...)
+		}, append(raftLogArgs(), extra...)...)
 		if nodeArgs != nil {
 			nd.args = append(nd.args, nodeArgs(nd.id)...)
 		}

@@ -60,7 +60,7 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 }
 
 // TestMetrics: /metrics has the table's _total counters, raft's commit
-// time and leader-change counter (go-metrics through the Prometheus sink),
+// time and leader-change counter (go-metrics through lockd's raftSink),
 // and waits apart from request latency.
 func TestMetrics(t *testing.T) {
 	c := startCluster(t, 1)
