@@ -81,7 +81,7 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 		logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Info})
 	}
 	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: t.TempDir(), RaftBind: n.raft,
-		Logger: logger, Timing: 0.1})
+		Logger: logger, Timing: 0.5}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}
