@@ -70,7 +70,10 @@ func runWorkloadEnv(t *testing.T, addr, name string, d time.Duration, set func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &workload.Env{Rec: rec, Res: resource.New(true), Endpoints: []string{addr}, TTL: time.Second,
+	// Sessions of 3 s: keepalives every second survive a machine loaded
+	// enough to starve a goroutine for most of a second (with 1 s, sessions
+	// expired with no fault to explain it, which ownership rightly flags).
+	env := &workload.Env{Rec: rec, Res: resource.New(true), Endpoints: []string{addr}, TTL: 3 * time.Second,
 		Wait: 2 * time.Second, Hold: 20 * time.Millisecond, Seed: 1}
 	set(env)
 	res, pause := env.Res, env.Pauses != nil
