@@ -66,9 +66,9 @@ func (g *gen) aclize(cmd lockstate.Command) lockstate.Command {
 	case p < 3:
 		return g.newToken()
 	case p < 4 && len(a.tokens) > 1:
-		return &lockstate.DeleteToken{Auth: g.someToken(), ID: a.tokens[1+g.src.IntN(len(a.tokens)-1)]}
+		return &lockstate.DeleteToken{Authority: lockstate.Authority{Auth: g.someToken()}, ID: a.tokens[1+g.src.IntN(len(a.tokens)-1)]}
 	case p < 8:
-		return &lockstate.Revoke{Name: genNames[g.src.IntN(len(genNames))], Auth: g.someToken()}
+		return &lockstate.Revoke{Name: genNames[g.src.IntN(len(genNames))], Authority: lockstate.Authority{Auth: g.someToken()}}
 	}
 	switch c := cmd.(type) {
 	case *lockstate.CreateSession:
@@ -104,7 +104,7 @@ func (g *gen) newToken() lockstate.Command {
 		id = a.ids[g.src.IntN(len(a.ids))] // taken, or deleted: the table decides
 	}
 	a.ids = append(a.ids, id)
-	c := &lockstate.CreateToken{Auth: g.someToken(), ID: id, Hash: g.genTokenHash(a.next),
+	c := &lockstate.CreateToken{Authority: lockstate.Authority{Auth: g.someToken()}, ID: id, Hash: g.genTokenHash(a.next),
 		Name: fmt.Sprintf("t%d", a.next)}
 	for range 1 + g.src.IntN(2) {
 		r := lockstate.Rule{Prefix: prefixes[g.src.IntN(len(prefixes))], Access: access[g.src.IntN(len(access))]}
