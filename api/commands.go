@@ -21,13 +21,13 @@ func createSessionCmd(req CreateSessionRequest) *lockstate.CreateSession {
 		Ordered: req.Ordered, LockDelay: time.Duration(req.LockDelay)}
 }
 
-// acquireCmd is an acquire request with the client's wait, uncapped, for
-// the session the request's public id resolved to.
-func acquireCmd(req AcquireRequest, session lockstate.SessionID) *lockstate.Acquire {
+// acquireCmd is an acquire request with the client's wait, uncapped
+// (lockservice.Acquire sets its session from the request's key).
+func acquireCmd(req AcquireRequest) *lockstate.Acquire {
 	specs := make([]lockstate.LockSpec, len(req.Locks))
 	for i, l := range req.Locks {
 		specs[i] = lockstate.LockSpec{Name: l.Name, Mode: l.Mode.mode(), Weight: l.Weight, Limit: l.Limit}
 	}
-	return &lockstate.Acquire{Session: session, RequestID: req.RequestID, Locks: specs,
+	return &lockstate.Acquire{RequestID: req.RequestID, Locks: specs,
 		Require: quorum.Requirement(req.Require), Wait: time.Duration(req.Wait), HoldTTL: time.Duration(req.HoldTTL)}
 }

@@ -71,11 +71,7 @@ func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRe
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.session(r, req.Session)
-	var names []string
-	if err == nil {
-		names, err = s.locks.Release(r.Context(), &lockstate.Release{Session: id, Name: req.Name, RequestID: req.RequestID})
-	}
+	names, err := s.locks.Release(r.Context(), string(req.Session), &lockstate.Release{Name: req.Name, RequestID: req.RequestID})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -94,13 +90,10 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.session(r, req.Session)
-	if err == nil {
-		err = checkLockName(req.Name)
-	}
+	err := checkLockName(req.Name)
 	var kept bool
 	if err == nil {
-		kept, err = s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: id, Name: req.Name})
+		kept, err = s.locks.Surrender(r.Context(), string(req.Session), &lockstate.Surrender{Name: req.Name})
 	}
 	if err != nil {
 		s.writeError(w, r, err)

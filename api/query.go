@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -55,15 +54,6 @@ func querySession(q url.Values) (SessionID, error) {
 		return "", invalid("the session query parameter is required")
 	}
 	return SessionID(v), nil
-}
-
-// session resolves a session's public id to the table's own id; an id
-// that names no session is session_not_found, whatever it looks like.
-func (s *Server) session(r *http.Request, id SessionID) (lockstate.SessionID, error) {
-	if id == "" {
-		return 0, invalid("session is required")
-	}
-	return s.locks.ResolveSession(r.Context(), string(id))
 }
 
 // Pages of list endpoints: at most MaxPageSize items, DefaultPageSize when

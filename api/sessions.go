@@ -60,11 +60,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/sessions/{id}
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	id, err := s.session(r, SessionID(r.PathValue("id")))
-	var info lockstate.SessionInfo
-	if err == nil {
-		info, err = s.locks.Session(r.Context(), consistency(r), id)
-	}
+	info, err := s.locks.Session(r.Context(), consistency(r), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -75,12 +71,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // DELETE /v1/sessions/{id}
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	key := SessionID(r.PathValue("id"))
-	id, err := s.session(r, key)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	closed, err := s.locks.CloseSession(r.Context(), id)
+	closed, err := s.locks.CloseSession(r.Context(), string(key))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -95,12 +86,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 // POST /v1/sessions/{id}/keepalive
 func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
 	key := SessionID(r.PathValue("id"))
-	id, err := s.session(r, key)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	alive, err := s.locks.KeepAlive(r.Context(), id)
+	alive, err := s.locks.KeepAlive(r.Context(), string(key))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -231,10 +231,13 @@ func (s *Service) Revoke(ctx context.Context, name string) ([]Revoked, error) {
 	return out, nil
 }
 
-// ResolveSession returns the table's id of the session clients know by
+// resolveSession returns the table's id of the session clients know by
 // key. A key this node does not know yet (the session was created through
 // another node a moment ago) is looked for again after a read-index.
-func (s *Service) ResolveSession(ctx context.Context, key string) (lockstate.SessionID, error) {
+func (s *Service) resolveSession(ctx context.Context, key string) (lockstate.SessionID, error) {
+	if key == "" {
+		return 0, refusal(lockstate.CodeInvalid, "session is required")
+	}
 	lookup := func() (id lockstate.SessionID, ok bool) {
 		s.fsm.Read(func(t *lockstate.Table) { id, ok = t.SessionByKey(key) })
 		return id, ok
