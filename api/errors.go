@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
@@ -144,5 +145,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
 	}
-	writeJSON(w, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
 }

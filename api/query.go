@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -48,12 +49,12 @@ func queryUint(q url.Values, key string) (uint64, error) {
 	return n, nil
 }
 
-func querySession(q url.Values) (SessionID, error) {
+func querySession(q url.Values) (wire.SessionID, error) {
 	v := q.Get("session")
 	if v == "" {
 		return "", invalid("the session query parameter is required")
 	}
-	return SessionID(v), nil
+	return wire.SessionID(v), nil
 }
 
 // Pages of list endpoints: at most MaxPageSize items, DefaultPageSize when

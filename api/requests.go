@@ -3,12 +3,13 @@ package api
 import (
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 )
 
 // POST /v1/acquire
 func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
-	var req AcquireRequest
+	var req wire.AcquireRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -17,7 +18,7 @@ func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquire answers an acquire's outcome: granted, or why not.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequest) {
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req wire.AcquireRequest) {
 	if err := checkNames(req.Locks); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -63,7 +64,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/requests/{id}[?session=ID]
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
-	var session SessionID
+	var session wire.SessionID
 	if r.URL.Query().Has("session") {
 		key, err := querySession(r.URL.Query())
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -56,7 +57,7 @@ type Config struct {
 	PeerHTTP func(id string) (string, bool)
 	// Members returns the gossip view of the cluster; nil means the raft
 	// configuration alone is reported.
-	Members func() []Member
+	Members func() []wire.Member
 	// OperatorCert makes the operator endpoints (leave, member removal)
 	// demand a client certificate signed by the cluster's CA (the TLS
 	// listener has verified it): on whenever the API serves HTTPS.
