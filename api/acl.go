@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 )
 
@@ -10,47 +11,10 @@ import (
 // may do is the table's to decide (lockstate/acl.go); these handlers only
 // translate.
 
-// Rule is one prefix rule of a token.
-type Rule struct {
-	Prefix string `json:"prefix"`
-	Access string `json:"access"` // read, write or admin
-}
-
-// Token describes a token; Secret only in the answer that created it.
-type Token struct {
-	ID     string `json:"id"`
-	Secret string `json:"secret,omitempty"`
-	Name   string `json:"name"`
-	Rules  []Rule `json:"rules"`
-}
-
-// CreateTokenRequest is the body of POST /v1/acl/tokens.
-type CreateTokenRequest struct {
-	Name  string `json:"name"`
-	Rules []Rule `json:"rules"`
-}
-
-// RevokeRequest is the body of POST /v1/revoke.
-type RevokeRequest struct {
-	Name string `json:"name"`
-}
-
-// RevokedHold is one hold a revoke released.
-type RevokedHold struct {
-	Session SessionID `json:"session"`
-	Name    string    `json:"name"`
-	Token   uint64    `json:"token"`
-}
-
-// RevokeResponse answers POST /v1/revoke.
-type RevokeResponse struct {
-	Revoked []RevokedHold `json:"revoked"`
-}
-
-func tokenJSON(ti lockstate.TokenInfo, secret string) Token {
-	t := Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]Rule, len(ti.Rules))}
+func tokenJSON(ti lockstate.TokenInfo, secret string) wire.Token {
+	t := wire.Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]wire.Rule, len(ti.Rules))}
 	for i, r := range ti.Rules {
-		t.Rules[i] = Rule{Prefix: r.Prefix, Access: string(r.Access)}
+		t.Rules[i] = wire.Rule{Prefix: r.Prefix, Access: string(r.Access)}
 	}
 	return t
 }
@@ -72,7 +36,7 @@ func (s *Server) bootstrapACL(w http.ResponseWriter, r *http.Request) {
 
 // POST /v1/acl/tokens
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	var req CreateTokenRequest
+	var req wire.CreateTokenRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -97,7 +61,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]Token, len(toks))
+	out := make([]wire.Token, len(toks))
 	for i, ti := range toks {
 		out[i] = tokenJSON(ti, "")
 	}
@@ -117,7 +81,7 @@ func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request) {
 
 // POST /v1/revoke: every hold on a name released at once (admin).
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	var req RevokeRequest
+	var req wire.RevokeRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -131,9 +95,9 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := RevokeResponse{Revoked: make([]RevokedHold, len(revoked))}
+	out := wire.RevokeResponse{Revoked: make([]wire.RevokedHold, len(revoked))}
 	for i, rv := range revoked {
-		out.Revoked[i] = RevokedHold{Session: SessionID(rv.Session), Name: rv.Name, Token: rv.Token}
+		out.Revoked[i] = wire.RevokedHold{Session: rv.Session, Name: rv.Name, Token: rv.Token}
 		s.log.Warn("hold revoked", "name", rv.Name, "session", rv.Session, "token", rv.Token, "by", callerID(r))
 	}
 	writeJSON(w, http.StatusOK, out)

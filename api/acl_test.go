@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // aclCluster starts three nodes with ACLs on and returns them leader
@@ -77,20 +78,20 @@ func TestACLAcceptance(t *testing.T) {
 	f1.deniedAs("not-a-token", http.StatusUnauthorized, "unauthorized", "GET", "/v1/locks", nil)
 
 	// Bootstrap once; a second one is 403.
-	var root api.Token
+	var root wire.Token
 	f1.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
 	if root.Secret == "" || len(root.Rules) != 1 || root.Rules[0].Access != "admin" {
 		t.Fatalf("bootstrap token %+v", root)
 	}
 	f2.deniedAs("", http.StatusForbidden, "forbidden", "POST", "/v1/acl/bootstrap", nil)
 
-	var jobs, other api.Token
+	var jobs, other wire.Token
 	f2.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
 		map[string]any{"name": "jobs", "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}, &jobs)
 	f1.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
 		map[string]any{"name": "other", "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}, &other)
 	f1.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/acl/tokens", nil)
-	var listed []api.Token
+	var listed []wire.Token
 	f2.as(root.Secret, http.StatusOK, "GET", "/v1/acl/tokens", nil, &listed)
 	if len(listed) != 3 {
 		t.Fatalf("token list %+v", listed)
@@ -102,7 +103,7 @@ func TestACLAcceptance(t *testing.T) {
 	}
 
 	// A token limited to jobs/ cannot touch other/; session ids are opaque.
-	var s api.Session
+	var s wire.Session
 	f1.as(jobs.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
 	if len(s.ID) < 20 || strings.Trim(string(s.ID), "0123456789") == "" {
 		t.Fatalf("session id %q is not opaque", s.ID)
@@ -110,7 +111,7 @@ func TestACLAcceptance(t *testing.T) {
 	lock := func(name string) map[string]any {
 		return map[string]any{"session": s.ID, "locks": []map[string]any{{"name": name}}}
 	}
-	var g api.AcquireResponse
+	var g wire.AcquireResponse
 	f2.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire", lock("jobs/a"), &g)
 	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/acquire", lock("other/a"))
 	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/acquire",
@@ -122,7 +123,7 @@ func TestACLAcceptance(t *testing.T) {
 	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil)
 	f1.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "DELETE", "/v1/sessions/"+string(s.ID), nil)
 	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/sessions/"+string(s.ID), nil)
-	var mine []api.Session
+	var mine []wire.Session
 	f2.as(other.Secret, http.StatusOK, "GET", "/v1/sessions", nil, &mine)
 	if len(mine) != 0 {
 		t.Fatalf("another token lists %d sessions, want none", len(mine))
@@ -133,17 +134,17 @@ func TestACLAcceptance(t *testing.T) {
 	// Revoke: admin only; /v1/check says the token is invalid; the holder's
 	// session says what it lost.
 	f2.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/revoke", map[string]any{"name": "jobs/a"})
-	var rv api.RevokeResponse
+	var rv wire.RevokeResponse
 	f1.as(root.Secret, http.StatusOK, "POST", "/v1/revoke", map[string]any{"name": "jobs/a"}, &rv)
 	if len(rv.Revoked) != 1 || rv.Revoked[0].Session != s.ID || rv.Revoked[0].Token != g.Token {
 		t.Fatalf("revoked %+v, want session %s token %d", rv.Revoked, s.ID, g.Token)
 	}
-	var chk api.CheckResponse
+	var chk wire.CheckResponse
 	f2.as(jobs.Secret, http.StatusOK, "GET", "/v1/check?name=jobs/a&token="+itoa(g.Token), nil, &chk)
 	if chk.Valid {
 		t.Fatalf("check after revoke: %+v", chk)
 	}
-	var ka api.KeepAliveResponse
+	var ka wire.KeepAliveResponse
 	f2.as(jobs.Secret, http.StatusOK, "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil, &ka)
 	if len(ka.Revoked) != 1 || ka.Revoked[0].Name != "jobs/a" || ka.Revoked[0].Token != g.Token {
 		t.Fatalf("keepalive's revocations %+v", ka.Revoked)
@@ -153,7 +154,7 @@ func TestACLAcceptance(t *testing.T) {
 	for _, name := range []string{"jobs/p1", "jobs/p2", "jobs/p3"} {
 		f1.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire", lock(name), nil)
 	}
-	var page []api.Lock
+	var page []wire.Lock
 	r := f2.as(root.Secret, http.StatusOK, "GET", "/v1/locks?limit=2", nil, &page)
 	if len(page) != 2 || r.header.Get("X-Next-After") != page[1].Name {
 		t.Fatalf("page of 2: %d locks, X-Next-After %q", len(page), r.header.Get("X-Next-After"))

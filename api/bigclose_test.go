@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // TestCloseBigSessionThroughFollower: closing a session whose answer is
@@ -43,7 +43,7 @@ func TestCloseBigSessionThroughFollower(t *testing.T) {
 		}
 		return false
 	})
-	var closed api.CloseSessionResponse
+	var closed wire.CloseSessionResponse
 	r := follower.must(http.StatusOK, "DELETE", "/v1/sessions/"+s, nil, &closed)
 	if len(r.body) <= 4<<20 {
 		t.Fatalf("the answer takes %d bytes; the test wants more than 4 MiB", len(r.body))

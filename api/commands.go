@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/quorum"
 )
@@ -12,7 +13,7 @@ import (
 // lockservice runs before proposing and the table runs again on apply.
 
 // createSessionCmd is a session request with the API's default TTL.
-func createSessionCmd(req CreateSessionRequest) *lockstate.CreateSession {
+func createSessionCmd(req wire.CreateSessionRequest) *lockstate.CreateSession {
 	ttl := DefaultSessionTTL
 	if req.TTL != nil {
 		ttl = time.Duration(*req.TTL)
@@ -21,13 +22,13 @@ func createSessionCmd(req CreateSessionRequest) *lockstate.CreateSession {
 		Ordered: req.Ordered, LockDelay: time.Duration(req.LockDelay)}
 }
 
-// acquireCmd is an acquire request with the client's wait, uncapped, for
-// the session the request's public id resolved to.
-func acquireCmd(req AcquireRequest, session lockstate.SessionID) *lockstate.Acquire {
+// acquireCmd is an acquire request with the client's wait, uncapped
+// (lockservice.Acquire sets its session from the request's key).
+func acquireCmd(req wire.AcquireRequest) *lockstate.Acquire {
 	specs := make([]lockstate.LockSpec, len(req.Locks))
 	for i, l := range req.Locks {
-		specs[i] = lockstate.LockSpec{Name: l.Name, Mode: l.Mode.mode(), Weight: l.Weight, Limit: l.Limit}
+		specs[i] = lockstate.LockSpec{Name: l.Name, Mode: modeOf(l.Mode), Weight: l.Weight, Limit: l.Limit}
 	}
-	return &lockstate.Acquire{Session: session, RequestID: req.RequestID, Locks: specs,
+	return &lockstate.Acquire{RequestID: req.RequestID, Locks: specs,
 		Require: quorum.Requirement(req.Require), Wait: time.Duration(req.Wait), HoldTTL: time.Duration(req.HoldTTL)}
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // GET and PUT /v1/debug/clock: the clock hook of the jepsen clock nemesis
@@ -17,8 +19,8 @@ const maxClockOffset = 366 * 24 * time.Hour
 
 // clockOffset is the body of PUT /v1/debug/clock and the answer of both.
 type clockOffset struct {
-	Offset Duration  `json:"offset"`
-	Wall   time.Time `json:"wall,omitzero"` // the node's wall clock with the offset (answers only)
+	Offset wire.Duration `json:"offset"`
+	Wall   time.Time     `json:"wall,omitzero"` // the node's wall clock with the offset (answers only)
 }
 
 func (s *Server) getClock(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +48,7 @@ func (s *Server) setClock(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) clockNow() clockOffset {
 	off := time.Duration(s.cfg.ClockOffset.Load())
-	return clockOffset{Offset: Duration(off), Wall: time.Now().Add(off).UTC()}
+	return clockOffset{Offset: wire.Duration(off), Wall: time.Now().Add(off).UTC()}
 }
 
 // clockRoutes adds the clock hook's routes when it is on.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
-	"github.com/lockd/lockd/raftnode"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -97,15 +97,15 @@ func toError(err error) *Error {
 		return invalid("request body is larger than %d bytes", mbe.Limit)
 	case errors.As(err, &re):
 		return retryRequest(re)
-	case errors.Is(err, raftnode.ErrAnswerLost): // before unknown outcome: a retry may have joined it
+	case errors.Is(err, lockservice.ErrAnswerLost): // before unknown outcome: a retry may have joined it
 		return errorf(http.StatusInternalServerError, CodeInternal, "the write was applied, but the leader's answer "+
 			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect: %v", err)
-	case errors.Is(err, raftnode.ErrUnknownOutcome):
+	case errors.Is(err, lockservice.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
 		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. "+
 			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); "+
 			"check GET /v1/sessions/{id} before repeating a release or surrender: %v", err)
-	case errors.Is(err, raftnode.ErrNoLeader):
+	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):
 		// nothing was done.
 		e := noLeader("no leader reachable; retry: %v", err)
@@ -145,5 +145,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
 	}
-	writeJSON(w, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // TestBadInputChangesNothing sends every kind of invalid request: each is
@@ -152,7 +153,7 @@ func TestNoLeader(t *testing.T) {
 	n.mustErr(http.StatusServiceUnavailable, "no_leader", "GET", "/v1/locks", nil)
 	n.mustErr(http.StatusServiceUnavailable, "no_leader", "GET", "/v1/check?name=a&token=1", nil)
 
-	var ls []api.Lock
+	var ls []wire.Lock
 	n.must(http.StatusOK, "GET", "/v1/locks?stale", nil, &ls)
 	if len(ls) != 0 {
 		t.Fatalf("stale list = %+v", ls)

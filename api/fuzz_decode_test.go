@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // fuzzEndpoints are the API's endpoints for FuzzAPIDecode: a method and a
@@ -113,7 +114,7 @@ func (l *liveSession) id(t *testing.T) string {
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		l.n.srv.ServeHTTP(rec, req)
-		var s api.Session
+		var s wire.Session
 		if err := json.Unmarshal(rec.Body.Bytes(), &s); rec.Code != http.StatusCreated || err != nil {
 			t.Fatalf("new session: %d %s", rec.Code, rec.Body)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // documentedCodes are the error codes of docs/api.md: anything else in an
@@ -30,9 +31,9 @@ func FuzzAPI(f *testing.F) {
 	n := singleNode(f, nodeOptions{api: func(c *api.Config) {
 		c.ACL, c.MaxWait, c.MaxStreamDuration = true, 50*time.Millisecond, 20*time.Millisecond
 	}})
-	var root api.Token
+	var root wire.Token
 	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
-	var s api.Session
+	var s wire.Session
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s)
 	sid := string(s.ID)
 	for _, seed := range []struct {
@@ -98,7 +99,7 @@ func checkFuzzAnswer(t *testing.T, req *http.Request, rec *httptest.ResponseReco
 	if rec.Code < 400 || strings.HasPrefix(req.URL.Path, "/ui") {
 		return // the dashboard's files: Go's file server answers in text
 	}
-	var eb api.ErrorBody
+	var eb wire.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || !documentedCodes[eb.Error.Code] || eb.Error.Message == "" {
 		t.Fatalf("%s %s: %d with %q, not a documented error", req.Method, req.URL, rec.Code, rec.Body)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // holder returns the tokens of the current holders of name (linearizable read).
@@ -22,7 +22,7 @@ func holderTokens(t *testing.T, n *testNode, name string) []uint64 {
 	if r.status != http.StatusOK {
 		return nil
 	}
-	var l api.Lock
+	var l wire.Lock
 	if err := json.Unmarshal(r.body, &l); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestRetriedAcquireIsNotGrantedAfterHoldTTLExpired(t *testing.T) {
 	if toks := holderTokens(t, n, "res/x"); len(toks) != 1 || toks[0] != gb.Token {
 		t.Fatalf("holders of res/x = %v, want only B's token %d", toks, gb.Token)
 	}
-	var c api.CheckResponse
+	var c wire.CheckResponse
 	n.must(http.StatusOK, "GET", "/v1/check?name=res/x&token="+strconv.FormatUint(ga.Token, 10), nil, &c)
 	if c.Valid {
 		t.Fatalf("A's token still valid: %+v", c)

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode"
 )
 
@@ -260,7 +261,7 @@ func (n *testNode) session(body any) string {
 	if body == nil {
 		body = map[string]any{"ttl": "30s"}
 	}
-	var s api.Session
+	var s wire.Session
 	n.must(http.StatusCreated, "POST", "/v1/sessions", body, &s)
 	return string(s.ID)
 }
@@ -275,18 +276,18 @@ func (n *testNode) acquire(sess, name, mode, wait, requestID string) resp {
 	return n.do("POST", "/v1/acquire", body)
 }
 
-func (n *testNode) mustGrant(sess, name, mode string) api.AcquireResponse {
+func (n *testNode) mustGrant(sess, name, mode string) wire.AcquireResponse {
 	n.t.Helper()
 	r := n.acquire(sess, name, mode, "0s", "")
 	return decodeGrant(n.t, r)
 }
 
-func decodeGrant(t testing.TB, r resp) api.AcquireResponse {
+func decodeGrant(t testing.TB, r resp) wire.AcquireResponse {
 	t.Helper()
 	if r.status != http.StatusOK {
 		t.Fatalf("acquire: got %s, want 200 granted", r)
 	}
-	var g api.AcquireResponse
+	var g wire.AcquireResponse
 	if err := json.Unmarshal(r.body, &g); err != nil {
 		t.Fatal(err)
 	}
@@ -296,9 +297,9 @@ func decodeGrant(t testing.TB, r resp) api.AcquireResponse {
 	return g
 }
 
-func (n *testNode) status() api.StatusResponse {
+func (n *testNode) status() wire.StatusResponse {
 	n.t.Helper()
-	var st api.StatusResponse
+	var st wire.StatusResponse
 	n.must(http.StatusOK, "GET", "/v1/status", nil, &st)
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
@@ -21,18 +22,18 @@ func (s *Server) acquireOne(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("%v", err))
 		return
 	}
-	req := AcquireRequest{Session: sess, RequestID: q.Get("request_id"),
-		Locks: []LockSpec{{Name: r.PathValue("name"), Mode: Mode(mode)}}}
+	req := wire.AcquireRequest{Session: sess, RequestID: q.Get("request_id"),
+		Locks: []wire.LockSpec{{Name: r.PathValue("name"), Mode: wire.Mode(mode.String())}}}
 	for _, p := range []struct {
 		key string
-		dst *Duration
+		dst *wire.Duration
 	}{{"wait", &req.Wait}, {"hold_ttl", &req.HoldTTL}} {
 		d, err := queryDuration(q, p.key)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		*p.dst = Duration(d)
+		*p.dst = wire.Duration(d)
 	}
 	for _, p := range []struct {
 		key string
@@ -53,12 +54,12 @@ func (s *Server) releaseOne(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.doRelease(w, r, ReleaseRequest{Session: sess, Name: r.PathValue("name")})
+	s.doRelease(w, r, wire.ReleaseRequest{Session: sess, Name: r.PathValue("name")})
 }
 
 // POST /v1/release
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	var req ReleaseRequest
+	var req wire.ReleaseRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -66,41 +67,34 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	s.doRelease(w, r, req)
 }
 
-func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req ReleaseRequest) {
+func (s *Server) doRelease(w http.ResponseWriter, r *http.Request, req wire.ReleaseRequest) {
 	if err := checkLockName(req.Name); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.session(r, req.Session)
-	var names []string
-	if err == nil {
-		names, err = s.locks.Release(r.Context(), &lockstate.Release{Session: id, Name: req.Name, RequestID: req.RequestID})
-	}
+	names, err := s.locks.Release(r.Context(), string(req.Session), &lockstate.Release{Name: req.Name, RequestID: req.RequestID})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := ReleaseResponse{Released: make([]ReleasedLock, len(names))}
+	out := wire.ReleaseResponse{Released: make([]wire.ReleasedLock, len(names))}
 	for i, name := range names {
-		out.Released[i] = ReleasedLock{Name: name}
+		out.Released[i] = wire.ReleasedLock{Name: name}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // POST /v1/surrender
 func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
-	var req SurrenderRequest
+	var req wire.SurrenderRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.session(r, req.Session)
-	if err == nil {
-		err = checkLockName(req.Name)
-	}
+	err := checkLockName(req.Name)
 	var kept bool
 	if err == nil {
-		kept, err = s.locks.Surrender(r.Context(), &lockstate.Surrender{Session: id, Name: req.Name})
+		kept, err = s.locks.Surrender(r.Context(), string(req.Session), &lockstate.Surrender{Name: req.Name})
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -110,7 +104,7 @@ func (s *Server) surrender(w http.ResponseWriter, r *http.Request) {
 	if kept {
 		status = "kept"
 	}
-	writeJSON(w, http.StatusOK, SurrenderResponse{Status: status, Name: req.Name})
+	writeJSON(w, http.StatusOK, wire.SurrenderResponse{Status: status, Name: req.Name})
 }
 
 // GET /v1/locks?prefix=jobs/[&limit=N&after=NAME]: the names the caller
@@ -127,7 +121,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]Lock, len(locks))
+	out := make([]wire.Lock, len(locks))
 	for i, li := range locks {
 		out[i] = lockJSON(li)
 	}
@@ -183,7 +177,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	} else if err = checkLockName(q.Get("name")); err == nil {
 		token, err = queryUint(q, "token")
 	}
-	var out CheckResponse
+	var out wire.CheckResponse
 	if err == nil {
 		out.Valid, out.Token, err = s.locks.Check(r.Context(), consistency(r), q.Get("name"), token)
 	}

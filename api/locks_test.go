@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 func TestAcquireCheckRelease(t *testing.T) {
@@ -16,13 +17,13 @@ func TestAcquireCheckRelease(t *testing.T) {
 	s := n.session(nil)
 
 	g := n.mustGrant(s, "jobs/backup", "write")
-	if g.Granted[0].Name != "jobs/backup" || g.Granted[0].Mode != api.Mode(2) || g.Granted[0].Weight != 1 ||
+	if g.Granted[0].Name != "jobs/backup" || g.Granted[0].Mode != wire.Write || g.Granted[0].Weight != 1 ||
 		g.Granted[0].Token != g.Token || !strings.HasPrefix(g.RequestID, "r-") {
 		t.Fatalf("grant = %+v", g)
 	}
 	tok := strconv.FormatUint(g.Token, 10)
 
-	var c api.CheckResponse
+	var c wire.CheckResponse
 	n.must(http.StatusOK, "GET", "/v1/check?name=jobs/backup&token="+tok, nil, &c)
 	if !c.Valid || c.Token != g.Token {
 		t.Fatalf("check = %+v", c)
@@ -33,13 +34,13 @@ func TestAcquireCheckRelease(t *testing.T) {
 		t.Fatalf("check below = %+v", c)
 	}
 
-	var l api.Lock
+	var l wire.Lock
 	r := n.must(http.StatusOK, "GET", "/v1/locks/jobs/backup", nil, &l)
 	if l.Name != "jobs/backup" || len(l.Holders) != 1 || string(l.Holders[0].Session) != s ||
 		l.Holders[0].Token != g.Token || l.Limit != 1 || r.header.Get("X-Lock-Index") != strconv.FormatUint(l.Version, 10) {
 		t.Fatalf("lock = %+v (index %q)", l, r.header.Get("X-Lock-Index"))
 	}
-	var ls []api.Lock
+	var ls []wire.Lock
 	n.must(http.StatusOK, "GET", "/v1/locks?prefix=jobs/", nil, &ls)
 	if len(ls) != 1 || ls[0].Name != "jobs/backup" {
 		t.Fatalf("list = %+v", ls)
@@ -49,7 +50,7 @@ func TestAcquireCheckRelease(t *testing.T) {
 		t.Fatalf("list other = %+v", ls)
 	}
 
-	var rel api.ReleaseResponse
+	var rel wire.ReleaseResponse
 	n.must(http.StatusOK, "POST", "/v1/release", map[string]any{"session": s, "name": "jobs/backup"}, &rel)
 	if len(rel.Released) != 1 || rel.Released[0].Name != "jobs/backup" {
 		t.Fatalf("release = %+v", rel)
@@ -72,13 +73,13 @@ func TestLockShorthand(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
 	s := n.session(nil)
 
-	var g api.AcquireResponse
+	var g wire.AcquireResponse
 	n.must(http.StatusOK, "PUT", "/v1/locks/db/orders?session="+s+"&mode=write", nil, &g)
 	if g.Granted[0].Name != "db/orders" {
 		t.Fatalf("grant = %+v", g)
 	}
 	// Reentrant: same token, count 2.
-	var g2 api.AcquireResponse
+	var g2 wire.AcquireResponse
 	n.must(http.StatusOK, "PUT", "/v1/locks/db/orders?session="+s+"&mode=write&wait=1s", nil, &g2)
 	if g2.Token != g.Token {
 		t.Fatalf("reentrant token %d, want %d", g2.Token, g.Token)
@@ -90,9 +91,9 @@ func TestLockShorthand(t *testing.T) {
 		t.Fatalf("timeout message %q does not name the holder", msg)
 	}
 
-	var rel api.ReleaseResponse
+	var rel wire.ReleaseResponse
 	n.must(http.StatusOK, "DELETE", "/v1/locks/db/orders?session="+s, nil, &rel)
-	var l api.Lock
+	var l wire.Lock
 	n.must(http.StatusOK, "GET", "/v1/locks/db/orders", nil, &l)
 	if l.Holders[0].Count != 1 {
 		t.Fatalf("count after one release = %d", l.Holders[0].Count)
@@ -118,7 +119,7 @@ func TestAcquireIdempotent(t *testing.T) {
 	if g1.RequestID != "job-1" || g2.RequestID != "job-1" || g1.Token != g2.Token {
 		t.Fatalf("repeat: %+v vs %+v", g1, g2)
 	}
-	var sess api.Session
+	var sess wire.Session
 	n.must(http.StatusOK, "GET", "/v1/sessions/"+s, nil, &sess)
 	if len(sess.Held) != 1 || sess.Held[0].Count != 1 {
 		t.Fatalf("a repeated acquire counted twice: %+v", sess.Held)
@@ -138,12 +139,12 @@ func TestWaiterGrantedOnRelease(t *testing.T) {
 	n.waitPending("waiter-1")
 
 	// The request can be observed (and re-attached to) meanwhile.
-	var rq api.Request
+	var rq wire.Request
 	n.must(http.StatusOK, "GET", "/v1/requests/waiter-1", nil, &rq)
 	if rq.Status != "pending" || string(rq.Session) != b || len(rq.Locks) != 1 || rq.Deadline.IsZero() {
 		t.Fatalf("pending request = %+v", rq)
 	}
-	var l api.Lock
+	var l wire.Lock
 	n.must(http.StatusOK, "GET", "/v1/locks/jobs/backup", nil, &l)
 	if len(l.Waiters) != 1 || l.Waiters[0].RequestID != "waiter-1" {
 		t.Fatalf("waiters = %+v", l.Waiters)
@@ -188,7 +189,7 @@ func TestWaitTimesOut(t *testing.T) {
 	if el := time.Since(start); el < 2*time.Second || el > 8*time.Second {
 		t.Fatalf("capped wait took %v, want about 2s", el)
 	}
-	var rq api.Request
+	var rq wire.Request
 	n.must(http.StatusOK, "GET", "/v1/requests/capped", nil, &rq)
 	if rq.Status != "timeout" {
 		t.Fatalf("request after timeout = %+v", rq)
@@ -202,7 +203,7 @@ func TestCancelAndSessionCloseEndWaits(t *testing.T) {
 
 	ch := async(func() resp { return n.acquire(b, "x", "write", "20s", "c-1") })
 	n.waitPending("c-1")
-	var rq api.Request
+	var rq wire.Request
 	n.must(http.StatusOK, "DELETE", "/v1/requests/c-1", nil, &rq)
 	if rq.Status != "cancelled" {
 		t.Fatalf("cancel = %+v", rq)
@@ -231,7 +232,7 @@ func TestSurrender(t *testing.T) {
 	a, b := n.session(nil), n.session(nil)
 	n.mustGrant(a, "x", "write")
 
-	var sr api.SurrenderResponse
+	var sr wire.SurrenderResponse
 	n.must(http.StatusOK, "POST", "/v1/surrender", map[string]any{"session": a, "name": "x"}, &sr)
 	if sr.Status != "kept" || sr.Name != "x" {
 		t.Fatalf("surrender with no waiter = %+v", sr)
@@ -301,7 +302,7 @@ func TestBlockingQuery(t *testing.T) {
 	s2 := n.session(nil)
 	bq := async(func() resp { return n.acquire(s2, "w", "write", "1s", "bq") })
 	r = recv(t, ch, 10*time.Second, "the blocking query")
-	var l api.Lock
+	var l wire.Lock
 	if err := json.Unmarshal(r.body, &l); err != nil || r.status != http.StatusOK {
 		t.Fatalf("blocking query: %s", r)
 	}

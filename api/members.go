@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // DELETE /v1/members/{id}: remove a server from the raft configuration —
@@ -17,7 +17,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProposeTimeout)
 	defer cancel()
 	if err := s.node.RemoveMember(ctx, id); err != nil {
-		if errors.Is(err, raftnode.ErrRemoveLeader) {
+		if errors.Is(err, lockservice.ErrRemoveLeader) {
 			err = invalid("%s is the leader and cannot remove itself: use `lockd leave` on it", id)
 		}
 		s.writeError(w, r, fmt.Errorf("remove %s: %w", id, err))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // Lock names and session names are shown to people (lockctl, the
@@ -44,7 +46,7 @@ func checkText(what, s string) error {
 func codePoint(r rune) string { return fmt.Sprintf("U+%04X", r) }
 
 // checkNames checks each lock name of an acquire.
-func checkNames(specs []LockSpec) error {
+func checkNames(specs []wire.LockSpec) error {
 	for _, sp := range specs {
 		if err := checkLockName(sp.Name); err != nil {
 			return err

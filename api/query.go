@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -49,21 +49,12 @@ func queryUint(q url.Values, key string) (uint64, error) {
 	return n, nil
 }
 
-func querySession(q url.Values) (SessionID, error) {
+func querySession(q url.Values) (wire.SessionID, error) {
 	v := q.Get("session")
 	if v == "" {
 		return "", invalid("the session query parameter is required")
 	}
-	return SessionID(v), nil
-}
-
-// session resolves a session's public id to the table's own id; an id
-// that names no session is session_not_found, whatever it looks like.
-func (s *Server) session(r *http.Request, id SessionID) (lockstate.SessionID, error) {
-	if id == "" {
-		return 0, invalid("session is required")
-	}
-	return s.locks.ResolveSession(r.Context(), string(id))
+	return wire.SessionID(v), nil
 }
 
 // Pages of list endpoints: at most MaxPageSize items, DefaultPageSize when

@@ -1,17 +1,15 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
-	"github.com/lockd/lockd/raftnode"
-	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // POST /v1/acquire
 func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
-	var req AcquireRequest
+	var req wire.AcquireRequest
 	if err := s.decode(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -20,16 +18,8 @@ func (s *Server) acquireJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquire answers an acquire's outcome: granted, or why not.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequest) {
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req wire.AcquireRequest) {
 	if err := checkNames(req.Locks); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := s.session(r, req.Session)
-	if err != nil && req.RequestID != "" && errors.Is(err, raftnode.ErrNoLeader) {
-		err = &lockservice.RetryError{RequestID: req.RequestID, Err: err} // nothing was proposed: retry with the same id
-	}
-	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -41,7 +31,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req AcquireRequ
 		}
 		defer release()
 	}
-	info, err := s.locks.Acquire(r.Context(), acquireCmd(req, id))
+	info, err := s.locks.Acquire(r.Context(), string(req.Session), acquireCmd(req))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -74,20 +64,16 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/requests/{id}[?session=ID]
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
-	cmd := &lockstate.Cancel{RequestID: r.PathValue("id")}
+	var session wire.SessionID
 	if r.URL.Query().Has("session") {
 		key, err := querySession(r.URL.Query())
-		var id lockstate.SessionID
-		if err == nil {
-			id, err = s.session(r, key)
-		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		cmd.Session = id
+		session = key
 	}
-	info, err := s.locks.Cancel(r.Context(), cmd)
+	info, err := s.locks.Cancel(r.Context(), string(session), &lockstate.Cancel{RequestID: r.PathValue("id")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -3,11 +3,18 @@
 // status and Prometheus metrics. It only translates: it decodes JSON,
 // calls the node's lock protocol (raftnode/lockservice), encodes the
 // answer and maps errors (errors.go). Proposing, retries after an unknown
-// outcome, waits and read-index all live in lockservice.
+// outcome, waits, read-index and finding a session by its key all live in
+// lockservice.
+//
+// Errors belong to the layer that makes them: lockservice owns every
+// error of the lock protocol and of the cluster that reaches this package
+// (its package doc lists them), and errors.go is the one place that turns
+// them, and this package's own *Error, into HTTP answers. Of the node this
+// package imports only lockservice (and raftnode/certs for TLS), never
+// raftnode or fsm.
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/lockd/lockd/raftnode"
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -36,13 +43,8 @@ const (
 // asks for the cluster's view.
 type Node interface {
 	lockservice.Node
-	Status() raftnode.Status
-	Servers() ([]raftnode.Server, error)
-	RemoveMember(ctx context.Context, id string) error
-	DigestChecks() raftnode.DigestChecks
+	lockservice.Cluster
 }
-
-var _ Node = (*raftnode.Node)(nil)
 
 // Config configures a Server.
 type Config struct {
@@ -55,7 +57,7 @@ type Config struct {
 	PeerHTTP func(id string) (string, bool)
 	// Members returns the gossip view of the cluster; nil means the raft
 	// configuration alone is reported.
-	Members func() []Member
+	Members func() []wire.Member
 	// OperatorCert makes the operator endpoints (leave, member removal)
 	// demand a client certificate signed by the cluster's CA (the TLS
 	// listener has verified it): on whenever the API serves HTTPS.

@@ -3,12 +3,13 @@ package api
 import (
 	"net/http"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
 )
 
 // POST /v1/sessions
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	var req CreateSessionRequest
+	var req wire.CreateSessionRequest
 	if err := s.decode(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -23,9 +24,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, Session{ID: SessionID(key), Revoked: []Revocation{}, Name: cmd.Name, TTL: Duration(cmd.TTL),
+	writeJSON(w, http.StatusCreated, wire.Session{ID: key, Revoked: []wire.Revocation{}, Name: cmd.Name, TTL: wire.Duration(cmd.TTL),
 		OnDeadlock: string(orDefault(cmd.OnDeadlock, lockstate.Abort)), Ordered: cmd.Ordered,
-		LockDelay: Duration(cmd.LockDelay), Held: []HeldLock{}, Pending: []string{}})
+		LockDelay: wire.Duration(cmd.LockDelay), Held: []wire.HeldLock{}, Pending: []string{}})
 }
 
 // orDefault returns v, or def when v is the zero value.
@@ -50,7 +51,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]Session, len(sessions))
+	out := make([]wire.Session, len(sessions))
 	for i, si := range sessions {
 		out[i] = sessionJSON(si)
 	}
@@ -60,11 +61,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/sessions/{id}
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	id, err := s.session(r, SessionID(r.PathValue("id")))
-	var info lockstate.SessionInfo
-	if err == nil {
-		info, err = s.locks.Session(r.Context(), consistency(r), id)
-	}
+	info, err := s.locks.Session(r.Context(), consistency(r), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -74,36 +71,26 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/sessions/{id}
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
-	key := SessionID(r.PathValue("id"))
-	id, err := s.session(r, key)
+	key := r.PathValue("id")
+	closed, err := s.locks.CloseSession(r.Context(), key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	closed, err := s.locks.CloseSession(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := CloseSessionResponse{ID: key, Released: make([]ReleasedLock, len(closed.Released)), Cancelled: closed.Cancelled}
+	out := wire.CloseSessionResponse{ID: key, Released: make([]wire.ReleasedLock, len(closed.Released)), Cancelled: closed.Cancelled}
 	for i, name := range closed.Released {
-		out.Released[i] = ReleasedLock{Name: name}
+		out.Released[i] = wire.ReleasedLock{Name: name}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // POST /v1/sessions/{id}/keepalive
 func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
-	key := SessionID(r.PathValue("id"))
-	id, err := s.session(r, key)
+	key := r.PathValue("id")
+	alive, err := s.locks.KeepAlive(r.Context(), key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	alive, err := s.locks.KeepAlive(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, KeepAliveResponse{ID: key, TTL: Duration(alive.TTL), Revoked: revocationsJSON(alive.Revoked)})
+	writeJSON(w, http.StatusOK, wire.KeepAliveResponse{ID: key, TTL: wire.Duration(alive.TTL), Revoked: revocationsJSON(alive.Revoked)})
 }

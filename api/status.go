@@ -5,14 +5,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // GET /v1/status: this node's own view, never forwarded, so that an
 // operator (and the health check) can see a node that has no leader.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
-	out := StatusResponse{NodeID: st.ID, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
-		Leader: Leader{ID: st.LeaderID}}
+	out := wire.StatusResponse{NodeID: st.ID, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
+		Leader: wire.Leader{ID: st.LeaderID}}
 	if st.LeaderID != "" {
 		out.Leader.HTTPAddr, _ = s.peerHTTP(st.LeaderID)
 	}
@@ -21,7 +23,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out.Digest = hex.EncodeToString(applied.Digest[:])
 	out.Members = s.members()
 	dc := s.node.DigestChecks()
-	out.DigestChecks = DigestChecks{Compared: dc.Compared, Mismatches: dc.Mismatches, LastMismatchIndex: dc.LastMismatchIndex}
+	out.DigestChecks = wire.DigestChecks{Compared: dc.Compared, Mismatches: dc.Mismatches, LastMismatchIndex: dc.LastMismatchIndex}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -41,14 +43,14 @@ func (s *Server) peerHTTP(id string) (string, bool) {
 // members merges the gossip view with the raft configuration: a member
 // gossip sees but raft does not is not a voter (yet); a raft server gossip
 // does not see has status "unknown".
-func (s *Server) members() []Member {
-	byID := map[string]*Member{}
-	var out []*Member
-	add := func(id string) *Member {
+func (s *Server) members() []wire.Member {
+	byID := map[string]*wire.Member{}
+	var out []*wire.Member
+	add := func(id string) *wire.Member {
 		if m := byID[id]; m != nil {
 			return m
 		}
-		m := &Member{ID: id, Status: "unknown"}
+		m := &wire.Member{ID: id, Status: "unknown"}
 		byID[id] = m
 		out = append(out, m)
 		return m
@@ -77,14 +79,14 @@ func (s *Server) members() []Member {
 			m.Status = "alive"
 		}
 	}
-	res := make([]Member, 0, len(out))
+	res := make([]wire.Member, 0, len(out))
 	for _, m := range out {
 		if m.HTTPAddr == "" {
 			m.HTTPAddr, _ = s.peerHTTP(m.ID)
 		}
 		res = append(res, *m)
 	}
-	slices.SortFunc(res, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(res, func(a, b wire.Member) int { return strings.Compare(a.ID, b.ID) })
 	return res
 }
 

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // uiFiles is the web dashboard (plain HTML/CSS/JS, no build step), served
@@ -35,13 +37,6 @@ func uiHandler() http.Handler {
 	})
 }
 
-// WaitEdge is one edge of the wait-for graph: session From waits for a
-// lock that session To holds.
-type WaitEdge struct {
-	From SessionID `json:"from"`
-	To   SessionID `json:"to"`
-}
-
 // GET /v1/waitgraph: the wait-for graph of the table, sorted (the
 // dashboard draws it). Linearizable unless ?stale.
 func (s *Server) waitGraph(w http.ResponseWriter, r *http.Request) {
@@ -50,9 +45,9 @@ func (s *Server) waitGraph(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]WaitEdge, len(edges))
+	out := make([]wire.WaitEdge, len(edges))
 	for i, e := range edges {
-		out[i] = WaitEdge{From: SessionID(e.FromKey), To: SessionID(e.ToKey)}
+		out[i] = wire.WaitEdge{From: e.FromKey, To: e.ToKey}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 )
 
 func TestUIServesEmbeddedFiles(t *testing.T) {
@@ -48,7 +49,7 @@ func TestUIServesEmbeddedFiles(t *testing.T) {
 
 func TestWaitGraphEndpoint(t *testing.T) {
 	n := singleNode(t, nodeOptions{})
-	var edges []api.WaitEdge
+	var edges []wire.WaitEdge
 	n.must(http.StatusOK, "GET", "/v1/waitgraph", nil, &edges)
 	if len(edges) != 0 {
 		t.Fatalf("empty table: got edges %+v", edges)
@@ -266,11 +267,11 @@ func TestUILoginForm(t *testing.T) {
 		t.Skip("-short: skipping the browser test")
 	}
 	n := singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
-	var root, reader api.Token
+	var root, reader wire.Token
 	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
 		map[string]any{"name": "viewer", "rules": []map[string]string{{"prefix": "jobs/", "access": "read"}}}, &reader)
-	var s1, s2 api.Session
+	var s1, s2 wire.Session
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s", "name": "root-job"}, &s1)
 	n.as(root.Secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "60s"}, &s2)
 	held := []string{"db/users", "jobs/backup", "jobs/nightly", "reports/daily"}

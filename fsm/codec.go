@@ -24,24 +24,80 @@ type MessageType uint8
 const IgnoreUnknownFlag MessageType = 0x80
 
 // commandType is one row of the command registry: the command's name for
-// messages, the Go type Encode accepts, and the decoder for its body.
+// messages, the Go type Encode accepts, the oldest format that knows the
+// type, the decoder for its body and where its leader's fields are.
 type commandType struct {
 	name   string
 	typ    reflect.Type
+	since  Format
 	decode func(b []byte) (cmd lockstate.Command, rest []byte, err error)
+	leader func(cmd lockstate.Command) LeaderFields // nil: the leader fills in nothing
+	body   func(cmd lockstate.Command) any          // what Encode writes for it; nil: the command itself
 }
 
 // row makes the registry row of the command type *T from the function
-// that reads its fields.
+// that reads its fields and, if the leader completes it, the function that
+// finds its leader's fields (nil otherwise).
 func row[T any, P interface {
 	*T
 	lockstate.Command
-}](name string, fields func(r *mpReader, c P) error) commandType {
-	return commandType{name: name, typ: reflect.TypeFor[P](), decode: func(b []byte) (lockstate.Command, []byte, error) {
+}](name string, since Format, fields func(r *mpReader, c P) error, leader func(c P) LeaderFields) commandType {
+	ct := commandType{name: name, typ: reflect.TypeFor[P](), since: since}
+	ct.decode = func(b []byte) (lockstate.Command, []byte, error) {
 		c, r := P(new(T)), &mpReader{b: b}
 		err := fields(r, c)
 		return c, r.left(), err
-	}}
+	}
+	if leader != nil {
+		ct.leader = func(cmd lockstate.Command) LeaderFields { return leader(cmd.(P)) }
+	}
+	return ct
+}
+
+// writtenAs returns the row with body: what Encode writes for such a
+// command instead of the command itself.
+func (ct commandType) writtenAs(body func(cmd lockstate.Command) any) commandType {
+	ct.body = body
+	return ct
+}
+
+// rowOf returns cmd's registry row, or nil for a type this build does not
+// know.
+func rowOf(cmd lockstate.Command) *commandType {
+	t, ok := typeOf[reflect.TypeOf(cmd)]
+	if !ok {
+		return nil
+	}
+	return &commandTypes[t]
+}
+
+// NewCommand returns a new zero command of type t (IgnoreUnknownFlag
+// aside), or nil for a type this build does not know: a way through the
+// registry for the layers above it, whose tests check that every command
+// has its part there.
+func NewCommand(t MessageType) lockstate.Command {
+	ct := &commandTypes[t&^IgnoreUnknownFlag]
+	if ct.typ == nil {
+		return nil
+	}
+	return reflect.New(ct.typ.Elem()).Interface().(lockstate.Command)
+}
+
+// LeaderFields are the fields of a command that only the leader fills in,
+// just before it proposes (raftnode): nil where the command has no such
+// field. Like Authority, they came with FormatACL.
+type LeaderFields struct {
+	Key    *string            // a new session's key, drawn at random
+	Limits **lockstate.Limits // the leader's configured limits; nil for none
+}
+
+// LeaderFieldsOf returns where cmd's leader fields are (none for most
+// commands and for a type this build does not know).
+func LeaderFieldsOf(cmd lockstate.Command) LeaderFields {
+	if ct := rowOf(cmd); ct != nil && ct.leader != nil && !reflect.ValueOf(cmd).IsNil() {
+		return ct.leader(cmd)
+	}
+	return LeaderFields{}
 }
 
 // typeOf maps a command's dynamic Go type back to its MessageType. It is
@@ -135,35 +191,24 @@ const (
 // leader has not yet seen every voter's build).
 var ErrFormatTooOld = errors.New("log format too old for this command")
 
-// MinFormat is the oldest format that can carry cmd: FormatBare, or
-// FormatACL for a command with the fields or types of client trust.
+// MinFormat is the oldest format that can carry cmd: the oldest that
+// knows its type (its registry row), or FormatACL if it carries a token
+// (lockstate.Authority) or a leader's field (LeaderFields), which came
+// with that format. A type this build does not know gets FormatBare
+// (Encode refuses it anyway).
 func MinFormat(cmd lockstate.Command) Format {
-	if needsACLFormat(cmd) {
-		return FormatACL
+	ct := rowOf(cmd)
+	if ct == nil || reflect.ValueOf(cmd).IsNil() {
+		return FormatBare
 	}
-	return FormatBare
-}
-
-// needsACLFormat reports whether cmd can only be written in FormatACL or
-// later.
-func needsACLFormat(cmd lockstate.Command) bool {
-	switch c := cmd.(type) {
-	case *lockstate.CreateSession:
-		return c.Key != "" || c.Auth != "" || c.Limits != nil
-	case *lockstate.CloseSession:
-		return c.Auth != ""
-	case *lockstate.Acquire:
-		return c.Auth != "" || c.Limits != nil
-	case *lockstate.Release:
-		return c.Auth != ""
-	case *lockstate.Surrender:
-		return c.Auth != ""
-	case *lockstate.Cancel:
-		return c.Auth != ""
-	case *lockstate.Revoke, *lockstate.BootstrapACL, *lockstate.CreateToken, *lockstate.DeleteToken:
-		return true
+	f := ct.since
+	if a := lockstate.AuthorityOf(cmd); a != nil && a.Auth != "" {
+		f = max(f, FormatACL)
 	}
-	return false
+	if l := LeaderFieldsOf(cmd); l.Key != nil && *l.Key != "" || l.Limits != nil && *l.Limits != nil {
+		f = max(f, FormatACL)
+	}
+	return f
 }
 
 // Encode returns the log entry for cmd proposed at now (the leader's clock,
@@ -182,9 +227,9 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	if reflect.ValueOf(cmd).IsNil() {
 		return nil, fmt.Errorf("fsm: encode: nil %T", cmd)
 	}
-	if f < FormatACL && needsACLFormat(cmd) {
-		return nil, fmt.Errorf("fsm: encode: %s carries ACL fields, which log format %d cannot: "+
-			"every voter must run a build that applies format %d first: %w", t, f, FormatACL, ErrFormatTooOld)
+	if min := MinFormat(cmd); f < min {
+		return nil, fmt.Errorf("fsm: encode: %s needs log format %d, which this entry's format %d is not: "+
+			"every voter must run a build that applies format %d first: %w", t, min, f, min, ErrFormatTooOld)
 	}
 	var buf bytes.Buffer
 	buf.Grow(64)
@@ -204,7 +249,11 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	if err := enc.EncodeInt(now); err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
-	if err := enc.Encode(cmd); err != nil {
+	var body any = cmd
+	if ct := &commandTypes[t]; ct.body != nil {
+		body = ct.body(cmd)
+	}
+	if err := enc.Encode(body); err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
 	b := buf.Bytes()

@@ -37,19 +37,19 @@ func sampleCommands() []lockstate.Command {
 		&lockstate.Cancel{RequestID: "req-2"},
 		&lockstate.Tick{},
 		// The fields and commands of FormatACL.
-		&lockstate.CreateSession{Name: "w", TTL: time.Second, Key: "k0123456789abcdefghijK", Auth: testTokenID,
+		&lockstate.CreateSession{Name: "w", TTL: time.Second, Key: "k0123456789abcdefghijK", Authority: lockstate.Authority{Auth: testTokenID},
 			Limits: &lockstate.Limits{Sessions: 1, HoldsPerSession: 2, WaitersPerName: 3, Waiters: 4}},
-		&lockstate.CloseSession{Session: 42, Auth: testTokenID},
-		&lockstate.Acquire{Session: 7, RequestID: "req-3", Auth: testTokenID, Limits: &lockstate.Limits{Waiters: 9},
+		&lockstate.CloseSession{Session: 42, Authority: lockstate.Authority{Auth: testTokenID}},
+		&lockstate.Acquire{Session: 7, RequestID: "req-3", Authority: lockstate.Authority{Auth: testTokenID}, Limits: &lockstate.Limits{Waiters: 9},
 			Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Write}}},
-		&lockstate.Release{Session: 7, Name: "a", Auth: testTokenID},
-		&lockstate.Surrender{Session: 7, Name: "a", Auth: testTokenID},
-		&lockstate.Cancel{Session: 7, RequestID: "req-3", Auth: testTokenID},
-		&lockstate.Revoke{Name: "jobs/a", Auth: testTokenID},
+		&lockstate.Release{Session: 7, Name: "a", Authority: lockstate.Authority{Auth: testTokenID}},
+		&lockstate.Surrender{Session: 7, Name: "a", Authority: lockstate.Authority{Auth: testTokenID}},
+		&lockstate.Cancel{Session: 7, RequestID: "req-3", Authority: lockstate.Authority{Auth: testTokenID}},
+		&lockstate.Revoke{Name: "jobs/a", Authority: lockstate.Authority{Auth: testTokenID}},
 		&lockstate.BootstrapACL{ID: testTokenID, Hash: testTokenHash},
-		&lockstate.CreateToken{Auth: testTokenID, ID: testTokenID, Hash: testTokenHash, Name: "jobs",
+		&lockstate.CreateToken{Authority: lockstate.Authority{Auth: testTokenID}, ID: testTokenID, Hash: testTokenHash, Name: "jobs",
 			Rules: []lockstate.Rule{{Prefix: "jobs/", Access: lockstate.AccessWrite}, {Prefix: "", Access: lockstate.AccessRead}}},
-		&lockstate.DeleteToken{Auth: testTokenID, ID: testTokenID},
+		&lockstate.DeleteToken{Authority: lockstate.Authority{Auth: testTokenID}, ID: testTokenID},
 	}
 }
 
@@ -75,6 +75,10 @@ func TestFormatGate(t *testing.T) {
 		t.Fatal("needsACLFormat misjudges")
 	}
 }
+
+// needsACLFormat reports whether cmd can only be written in FormatACL or
+// later.
+func needsACLFormat(cmd lockstate.Command) bool { return MinFormat(cmd) >= FormatACL }
 
 func TestCodecRoundTrip(t *testing.T) {
 	wantTypes := map[reflect.Type]MessageType{

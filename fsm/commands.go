@@ -30,24 +30,59 @@ const (
 const ChecksummedType MessageType = 0x7f
 
 // commandTypes is the registry of commands, indexed by MessageType without
-// IgnoreUnknownFlag: one row per command, its decoder below. Adding a
-// command to the log means a new constant above (the next unused value),
-// its row here and its decoder; lockstate holds the rest of it (the type,
-// its Validate and its apply). An optional command that older builds may
-// skip is written with IgnoreUnknownFlag set.
+// IgnoreUnknownFlag, and the only list of them: one row per command, with
+// its name, the oldest log format that knows its type, its decoder (below)
+// and, for a command the leader completes before proposing it, where its
+// leader's fields are (LeaderFields). Whether a command acts for a client,
+// and so carries the caller's token, its type says: it embeds
+// lockstate.Authority. docs/architecture.md ("Adding a command") walks
+// through the whole path; TestRegistryComplete fails when a command misses
+// a part of it. An optional command that older builds may skip is written
+// with IgnoreUnknownFlag set.
 var commandTypes = [IgnoreUnknownFlag]commandType{
-	CreateSessionType: row("create_session", decodeCreateSession),
-	CloseSessionType:  row("close_session", decodeCloseSession),
-	ExpireSessionType: row("expire_session", decodeExpireSession),
-	AcquireType:       row("acquire", decodeAcquire),
-	ReleaseType:       row("release", decodeRelease),
-	SurrenderType:     row("surrender", decodeSurrender),
-	CancelType:        row("cancel", decodeCancel),
-	TickType:          row("tick", decodeTick),
-	RevokeType:        row("revoke", decodeRevoke),
-	BootstrapACLType:  row("bootstrap_acl", decodeBootstrapACL),
-	CreateTokenType:   row("create_token", decodeCreateToken),
-	DeleteTokenType:   row("delete_token", decodeDeleteToken),
+	CreateSessionType: row("create_session", FormatBare, decodeCreateSession, createSessionLeader),
+	CloseSessionType:  row("close_session", FormatBare, decodeCloseSession, nil),
+	ExpireSessionType: row("expire_session", FormatBare, decodeExpireSession, nil),
+	AcquireType:       row("acquire", FormatBare, decodeAcquire, acquireLeader),
+	ReleaseType:       row("release", FormatBare, decodeRelease, nil),
+	SurrenderType:     row("surrender", FormatBare, decodeSurrender, nil),
+	CancelType:        row("cancel", FormatBare, decodeCancel, nil),
+	TickType:          row("tick", FormatBare, decodeTick, nil),
+	RevokeType:        row("revoke", FormatACL, decodeRevoke, nil),
+	BootstrapACLType:  row("bootstrap_acl", FormatACL, decodeBootstrapACL, nil),
+	CreateTokenType:   row("create_token", FormatACL, decodeCreateToken, nil).writtenAs(createTokenBody),
+	DeleteTokenType:   row("delete_token", FormatACL, decodeDeleteToken, nil).writtenAs(deleteTokenBody),
+}
+
+// createSessionLeader: the leader draws a new session's key and stamps
+// its limits.
+func createSessionLeader(c *lockstate.CreateSession) LeaderFields {
+	return LeaderFields{Key: &c.Key, Limits: &c.Limits}
+}
+
+// acquireLeader: the leader stamps its limits on an acquire.
+func acquireLeader(c *lockstate.Acquire) LeaderFields { return LeaderFields{Limits: &c.Limits} }
+
+// The token commands write "auth" even when it is empty, as they have
+// since they came, where every other command leaves an empty Authority
+// out: Encode writes them through these bodies, whose own "auth" comes
+// first and shadows the embedded one, so that their entries keep their
+// bytes (TestAuthorityEncodesAsBefore).
+
+func createTokenBody(cmd lockstate.Command) any {
+	c := cmd.(*lockstate.CreateToken)
+	return &struct {
+		Auth                  string `msgpack:"auth"`
+		lockstate.CreateToken `msgpack:",inline"`
+	}{c.Auth, *c}
+}
+
+func deleteTokenBody(cmd lockstate.Command) any {
+	c := cmd.(*lockstate.DeleteToken)
+	return &struct {
+		Auth                  string `msgpack:"auth"`
+		lockstate.DeleteToken `msgpack:",inline"`
+	}{c.Auth, *c}
 }
 
 // The decoders below read each command's map by the msgpack tags of its

@@ -9,6 +9,16 @@
 // the binary and the log disagree: the node stops loudly rather than
 // diverge.
 //
+// # The registry of commands
+//
+// commands.go holds the only list of commands: a row per type byte with
+// the command's name, the oldest Format that knows it, its decoder and
+// where the fields are that the leader fills in (LeaderFields). MinFormat,
+// the leader's stamping (raftnode) and the node's filling in of the
+// caller's token (lockservice, through lockstate.Authority) all read the
+// command from there or from its own type, never from a list of their
+// own; TestRegistryComplete fails for a command that misses a part.
+//
 // # Checksums
 //
 // Since FormatChecksummed Encode wraps every command in an envelope with

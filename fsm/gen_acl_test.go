@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/lockd/lockd/lockstate"
@@ -66,31 +67,41 @@ func (g *gen) aclize(cmd lockstate.Command) lockstate.Command {
 	case p < 3:
 		return g.newToken()
 	case p < 4 && len(a.tokens) > 1:
-		return &lockstate.DeleteToken{Auth: g.someToken(), ID: a.tokens[1+g.src.IntN(len(a.tokens)-1)]}
+		return &lockstate.DeleteToken{Authority: lockstate.Authority{Auth: g.someToken()}, ID: a.tokens[1+g.src.IntN(len(a.tokens)-1)]}
 	case p < 8:
-		return &lockstate.Revoke{Name: genNames[g.src.IntN(len(genNames))], Auth: g.someToken()}
+		return &lockstate.Revoke{Name: genNames[g.src.IntN(len(genNames))], Authority: lockstate.Authority{Auth: g.someToken()}}
 	}
-	switch c := cmd.(type) {
-	case *lockstate.CreateSession:
-		c.Key, c.Auth = g.sessionKey(), g.someToken()
-		if g.pct(20) {
-			c.Limits = genLimits
-		}
-	case *lockstate.CloseSession:
-		c.Auth = g.authFor(c.Session)
-	case *lockstate.Acquire:
-		c.Auth = g.authFor(c.Session)
-		if g.pct(30) {
-			c.Limits = genLimits
-		}
-	case *lockstate.Release:
-		c.Auth = g.authFor(c.Session)
-	case *lockstate.Surrender:
-		c.Auth = g.authFor(c.Session)
-	case *lockstate.Cancel:
-		c.Auth = g.authFor(c.Session)
+	auth, leader := lockstate.AuthorityOf(cmd), LeaderFieldsOf(cmd)
+	switch {
+	case auth == nil:
+		return cmd
+	case leader.Key != nil: // a new session: some token owns it
+		*leader.Key, auth.Auth = g.sessionKey(), g.someToken()
+	default:
+		auth.Auth = g.authFor(sessionOf(cmd))
+	}
+	if leader.Limits != nil && g.pct(limitsPct(leader)) {
+		*leader.Limits = genLimits
 	}
 	return cmd
+}
+
+// limitsPct is how often a command gets the leader's limits: an acquire
+// more often than a new session.
+func limitsPct(leader LeaderFields) int {
+	if leader.Key != nil {
+		return 20
+	}
+	return 30
+}
+
+// sessionOf returns the session a command acts on (its Session field), or
+// 0.
+func sessionOf(cmd lockstate.Command) lockstate.SessionID {
+	if f := reflect.ValueOf(cmd).Elem().FieldByName("Session"); f.IsValid() {
+		return lockstate.SessionID(f.Uint())
+	}
+	return 0
 }
 
 // newToken makes a token with one or two random rules.
@@ -104,7 +115,7 @@ func (g *gen) newToken() lockstate.Command {
 		id = a.ids[g.src.IntN(len(a.ids))] // taken, or deleted: the table decides
 	}
 	a.ids = append(a.ids, id)
-	c := &lockstate.CreateToken{Auth: g.someToken(), ID: id, Hash: g.genTokenHash(a.next),
+	c := &lockstate.CreateToken{Authority: lockstate.Authority{Auth: g.someToken()}, ID: id, Hash: g.genTokenHash(a.next),
 		Name: fmt.Sprintf("t%d", a.next)}
 	for range 1 + g.src.IntN(2) {
 		r := lockstate.Rule{Prefix: prefixes[g.src.IntN(len(prefixes))], Access: access[g.src.IntN(len(access))]}

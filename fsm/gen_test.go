@@ -263,7 +263,8 @@ func (g *gen) bad() lockstate.Command {
 	}
 }
 
-// observe learns session and request ids from a command's result.
+// observe learns session and request ids from a command's result and
+// events.
 func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
 	if g.acl != nil {
 		g.aclObserve(cmd, res)
@@ -271,13 +272,13 @@ func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
 	if res == nil || res.Err != nil {
 		return
 	}
-	switch c := cmd.(type) {
-	case *lockstate.CreateSession:
-		g.sessions = append(g.sessions, res.Session)
-	case *lockstate.CloseSession:
-		g.sessions = slices.DeleteFunc(g.sessions, func(s lockstate.SessionID) bool { return s == c.Session })
-	case *lockstate.ExpireSession:
-		g.sessions = slices.DeleteFunc(g.sessions, func(s lockstate.SessionID) bool { return s == c.Session })
+	for _, ev := range res.Events {
+		switch ev.Kind {
+		case lockstate.EvSessionCreated:
+			g.sessions = append(g.sessions, ev.Session)
+		case lockstate.EvSessionClosed, lockstate.EvSessionExpired:
+			g.sessions = slices.DeleteFunc(g.sessions, func(s lockstate.SessionID) bool { return s == ev.Session })
+		}
 	}
 	if res.Request != nil && !slices.Contains(g.reqs, res.Request.ID) {
 		g.reqs = append(g.reqs, res.Request.ID)

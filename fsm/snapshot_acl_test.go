@@ -34,20 +34,20 @@ func aclState(t testing.TB) *driver {
 	plain := d.session(func(c *lockstate.CreateSession) { c.Key = plainKey; c.Name = "plain" })
 	d.must(&lockstate.Acquire{Session: plain, RequestID: "p1", Locks: []lockstate.LockSpec{lock("jobs/1", lockstate.Write)}})
 	d.must(&lockstate.BootstrapACL{ID: mgmtToken, Hash: testHash(0)})
-	d.must(&lockstate.CreateToken{Auth: mgmtToken, ID: jobsToken, Hash: testHash(1), Name: "jobs",
+	d.must(&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: jobsToken, Hash: testHash(1), Name: "jobs",
 		Rules: []lockstate.Rule{{Prefix: "jobs/", Access: lockstate.AccessWrite}, {Prefix: "", Access: lockstate.AccessRead}}})
-	d.must(&lockstate.CreateToken{Auth: mgmtToken, ID: goneToken, Hash: testHash(2),
+	d.must(&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: goneToken, Hash: testHash(2),
 		Rules: []lockstate.Rule{{Prefix: "x", Access: lockstate.AccessRead}}})
-	d.must(&lockstate.DeleteToken{Auth: mgmtToken, ID: goneToken})
+	d.must(&lockstate.DeleteToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: goneToken})
 	jobs := d.session(func(c *lockstate.CreateSession) {
 		c.Key, c.Auth, c.Limits = jobsKey, jobsToken, &lockstate.Limits{Sessions: 10}
 	})
-	d.must(&lockstate.Acquire{Session: jobs, Auth: jobsToken, RequestID: "j1",
+	d.must(&lockstate.Acquire{Session: jobs, Authority: lockstate.Authority{Auth: jobsToken}, RequestID: "j1",
 		Locks: []lockstate.LockSpec{lock("jobs/2", lockstate.Write)}, Limits: &lockstate.Limits{HoldsPerSession: 5}})
-	d.must(&lockstate.Revoke{Name: "jobs/2", Auth: mgmtToken})
-	d.must(&lockstate.Acquire{Session: jobs, Auth: jobsToken, RequestID: "j2",
+	d.must(&lockstate.Revoke{Name: "jobs/2", Authority: lockstate.Authority{Auth: mgmtToken}})
+	d.must(&lockstate.Acquire{Session: jobs, Authority: lockstate.Authority{Auth: jobsToken}, RequestID: "j2",
 		Locks: []lockstate.LockSpec{lock("jobs/3", lockstate.Write)}})
-	d.must(&lockstate.Acquire{Session: jobs, Auth: jobsToken, RequestID: "j3", Wait: 30 * time.Second,
+	d.must(&lockstate.Acquire{Session: jobs, Authority: lockstate.Authority{Auth: jobsToken}, RequestID: "j3", Wait: 30 * time.Second,
 		Locks: []lockstate.LockSpec{lock("jobs/1", lockstate.Write)}}) // waits for plain
 	d.advance(time.Second)
 	return d
@@ -140,17 +140,17 @@ func continueBoth(t *testing.T, d *driver, f *testFSM) {
 		cmd  lockstate.Command
 		code lockstate.Code // "": applied
 	}{
-		{&lockstate.CreateSession{TTL: time.Minute, Key: jobsKey, Auth: jobsToken}, lockstate.CodeInvalid}, // key in use
-		{&lockstate.CreateSession{TTL: time.Minute, Key: "kThirdSessionKey_00003", Auth: goneToken}, lockstate.CodeUnauthorized},
-		{&lockstate.Acquire{Session: plain, Auth: jobsToken, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeForbidden},
-		{&lockstate.Release{Session: plain, Auth: mgmtToken, Name: "jobs/1"}, ""}, // j3 granted
-		{&lockstate.Revoke{Name: "jobs/1", Auth: jobsToken}, lockstate.CodeForbidden},
-		{&lockstate.Revoke{Name: "jobs/1", Auth: mgmtToken}, ""},
-		{&lockstate.CreateToken{Auth: jobsToken, ID: goneToken, Hash: testHash(3), Rules: read}, lockstate.CodeForbidden},
-		{&lockstate.CreateToken{Auth: mgmtToken, ID: goneToken, Hash: testHash(1), Rules: read}, lockstate.CodeInvalid}, // hash in use
-		{&lockstate.DeleteToken{Auth: mgmtToken, ID: jobsToken}, ""},
-		{&lockstate.Cancel{Session: jobs, Auth: jobsToken, RequestID: "j3"}, lockstate.CodeUnauthorized}, // its token is gone
-		{&lockstate.CloseSession{Session: jobs, Auth: mgmtToken}, ""},
+		{&lockstate.CreateSession{TTL: time.Minute, Key: jobsKey, Authority: lockstate.Authority{Auth: jobsToken}}, lockstate.CodeInvalid}, // key in use
+		{&lockstate.CreateSession{TTL: time.Minute, Key: "kThirdSessionKey_00003", Authority: lockstate.Authority{Auth: goneToken}}, lockstate.CodeUnauthorized},
+		{&lockstate.Acquire{Session: plain, Authority: lockstate.Authority{Auth: jobsToken}, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeForbidden},
+		{&lockstate.Release{Session: plain, Authority: lockstate.Authority{Auth: mgmtToken}, Name: "jobs/1"}, ""}, // j3 granted
+		{&lockstate.Revoke{Name: "jobs/1", Authority: lockstate.Authority{Auth: jobsToken}}, lockstate.CodeForbidden},
+		{&lockstate.Revoke{Name: "jobs/1", Authority: lockstate.Authority{Auth: mgmtToken}}, ""},
+		{&lockstate.CreateToken{Authority: lockstate.Authority{Auth: jobsToken}, ID: goneToken, Hash: testHash(3), Rules: read}, lockstate.CodeForbidden},
+		{&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: goneToken, Hash: testHash(1), Rules: read}, lockstate.CodeInvalid}, // hash in use
+		{&lockstate.DeleteToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: jobsToken}, ""},
+		{&lockstate.Cancel{Session: jobs, Authority: lockstate.Authority{Auth: jobsToken}, RequestID: "j3"}, lockstate.CodeUnauthorized}, // its token is gone
+		{&lockstate.CloseSession{Session: jobs, Authority: lockstate.Authority{Auth: mgmtToken}}, ""},
 		{&lockstate.Tick{}, ""},
 	}
 	for i, st := range steps {
@@ -194,7 +194,7 @@ func TestSnapshotFormatByContent(t *testing.T) {
 		{"rich", func(d *driver) { *d = *richState(t) }, snapshotFormat2},
 		{"refused and no-op ACL commands", func(d *driver) {
 			s := d.session()
-			d.apply(&lockstate.CreateToken{Auth: mgmtToken, ID: jobsToken, Hash: testHash(1),
+			d.apply(&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: jobsToken, Hash: testHash(1),
 				Rules: []lockstate.Rule{{Prefix: "", Access: lockstate.AccessRead}}}) // no such token
 			d.must(&lockstate.Revoke{Name: "nobody/holds/this"})
 			d.must(&lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{lock("a", lockstate.Write)}, Limits: &lockstate.Limits{Waiters: 3}})

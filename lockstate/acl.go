@@ -19,6 +19,30 @@ import (
 // applied as before ACLs existed. From then on every client command must
 // carry one: a node started without --acl cannot act around the tokens.
 
+// Authority is the ACL token a command acts for: its id, or "" for
+// nobody (before a cluster is bootstrapped). Every command that acts for a
+// client embeds it, which is all the node needs to know to fill in the
+// caller's token (AuthorityOf); apply checks it against the tokens of its
+// own entry. It is inlined in the command's encoding at its place among
+// the fields, as the "auth" key, left out when empty (but for the token
+// commands, which have always written it: fsm keeps their bytes).
+type Authority struct {
+	Auth string `msgpack:"auth,omitempty"`
+}
+
+func (a *Authority) authority() *Authority { return a }
+
+// AuthorityOf returns the Authority cmd embeds, for the node to fill in,
+// or nil for a command that acts for nobody (ExpireSession and Tick, which
+// the leader proposes itself, and BootstrapACL, which nobody can hold a
+// token for yet).
+func AuthorityOf(cmd Command) *Authority {
+	if c, ok := cmd.(interface{ authority() *Authority }); ok {
+		return c.authority()
+	}
+	return nil
+}
+
 // Access is what a rule allows on the names under its prefix.
 type Access string
 
@@ -291,7 +315,7 @@ func (t *Table) newToken(id, hash string) *Error {
 
 // CreateToken adds a token; Auth must be a management token.
 type CreateToken struct {
-	Auth  string `msgpack:"auth"`
+	Authority
 	ID    string `msgpack:"id"`
 	Hash  string `msgpack:"hash"`
 	Name  string `msgpack:"name,omitempty"`
@@ -329,8 +353,8 @@ func (c *CreateToken) apply(t *Table) Result {
 // DeleteToken removes a token: from this entry on, no command carrying it
 // is applied. Sessions it created stay (an admin may close them).
 type DeleteToken struct {
-	Auth string `msgpack:"auth"`
-	ID   string `msgpack:"id"`
+	Authority
+	ID string `msgpack:"id"`
 }
 
 // Validate checks the ids.

@@ -21,9 +21,9 @@ const (
 func aclDriver(t *testing.T) *driver {
 	d := newDriver(t)
 	d.must(&BootstrapACL{ID: tokenID(admin), Hash: tokenHash(admin)})
-	d.must(&CreateToken{Auth: tokenID(admin), ID: tokenID(jobs), Hash: tokenHash(jobs), Name: "jobs",
+	d.must(&CreateToken{Authority: Authority{Auth: tokenID(admin)}, ID: tokenID(jobs), Hash: tokenHash(jobs), Name: "jobs",
 		Rules: []Rule{{Prefix: "jobs/", Access: AccessWrite}}})
-	d.must(&CreateToken{Auth: tokenID(admin), ID: tokenID(other), Hash: tokenHash(other), Name: "other",
+	d.must(&CreateToken{Authority: Authority{Auth: tokenID(admin)}, ID: tokenID(other), Hash: tokenHash(other), Name: "other",
 		Rules: []Rule{{Prefix: "other/", Access: AccessWrite}, {Prefix: "jobs/", Access: AccessRead}}})
 	return d
 }
@@ -52,7 +52,7 @@ func (d *driver) refused(cmd Command, code Code) {
 
 func (d *driver) ownedSession(tok int) SessionID {
 	d.t.Helper()
-	return d.must(&CreateSession{TTL: 10 * time.Second, Auth: tokenID(tok)}).Session
+	return d.must(&CreateSession{TTL: 10 * time.Second, Authority: Authority{Auth: tokenID(tok)}}).Session
 }
 
 func TestACLBeforeBootstrapChecksNothing(t *testing.T) {
@@ -63,7 +63,7 @@ func TestACLBeforeBootstrapChecksNothing(t *testing.T) {
 		t.Fatal("bootstrapped without BootstrapACL")
 	}
 	// A token that does not exist is refused even before bootstrap.
-	d.refused(&Acquire{Session: s, Auth: tokenID(9), Locks: []LockSpec{{Name: "b", Mode: Write}}}, CodeUnauthorized)
+	d.refused(&Acquire{Session: s, Authority: Authority{Auth: tokenID(9)}, Locks: []LockSpec{{Name: "b", Mode: Write}}}, CodeUnauthorized)
 }
 
 func TestACLBootstrapOnce(t *testing.T) {
@@ -84,7 +84,7 @@ func TestACLPrefixRules(t *testing.T) {
 	d := aclDriver(t)
 	s := d.ownedSession(jobs)
 	acq := func(names ...string) *Acquire {
-		c := &Acquire{Session: s, Auth: tokenID(jobs)}
+		c := &Acquire{Session: s, Authority: Authority{Auth: tokenID(jobs)}}
 		for _, n := range names {
 			c.Locks = append(c.Locks, LockSpec{Name: n, Mode: Write})
 		}
@@ -94,12 +94,12 @@ func TestACLPrefixRules(t *testing.T) {
 	d.refused(acq("other/a"), CodeForbidden)
 	d.refused(acq("jobs/b", "other/b"), CodeForbidden) // a multi-lock request needs write on every name
 	d.refused(acq("jobs"), CodeForbidden)              // "jobs/" does not cover "jobs"
-	d.refused(&CreateSession{TTL: 10 * time.Second, Auth: tokenID(9)}, CodeUnauthorized)
+	d.refused(&CreateSession{TTL: 10 * time.Second, Authority: Authority{Auth: tokenID(9)}}, CodeUnauthorized)
 
 	// Longest prefix wins: other may read jobs/ but not write it.
 	so := d.ownedSession(other)
-	d.refused(&Acquire{Session: so, Auth: tokenID(other), Locks: []LockSpec{{Name: "jobs/x", Mode: Write}}}, CodeForbidden)
-	d.must(&Acquire{Session: so, Auth: tokenID(other), Locks: []LockSpec{{Name: "other/x", Mode: Write}}})
+	d.refused(&Acquire{Session: so, Authority: Authority{Auth: tokenID(other)}, Locks: []LockSpec{{Name: "jobs/x", Mode: Write}}}, CodeForbidden)
+	d.must(&Acquire{Session: so, Authority: Authority{Auth: tokenID(other)}, Locks: []LockSpec{{Name: "other/x", Mode: Write}}})
 }
 
 // TestACLSessionOwnership: a session belongs to the token that created it;
@@ -107,17 +107,17 @@ func TestACLPrefixRules(t *testing.T) {
 func TestACLSessionOwnership(t *testing.T) {
 	d := aclDriver(t)
 	s := d.ownedSession(jobs)
-	d.must(&Acquire{Session: s, Auth: tokenID(jobs), RequestID: "held", Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
+	d.must(&Acquire{Session: s, Authority: Authority{Auth: tokenID(jobs)}, RequestID: "held", Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
 	victim := d.ownedSession(jobs)
-	d.must(&Acquire{Session: victim, Auth: tokenID(jobs), RequestID: "queued", Wait: time.Minute,
+	d.must(&Acquire{Session: victim, Authority: Authority{Auth: tokenID(jobs)}, RequestID: "queued", Wait: time.Minute,
 		Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
 	for _, cmd := range []Command{
-		&Release{Session: s, Name: "jobs/a", Auth: tokenID(other)},
-		&Release{Session: s, RequestID: "held", Auth: tokenID(other)},
-		&Surrender{Session: s, Name: "jobs/a", Auth: tokenID(other)},
-		&CloseSession{Session: s, Auth: tokenID(other)},
-		&Acquire{Session: s, Auth: tokenID(other), Locks: []LockSpec{{Name: "other/a", Mode: Write}}},
-		&Cancel{RequestID: "queued", Auth: tokenID(other)},
+		&Release{Session: s, Name: "jobs/a", Authority: Authority{Auth: tokenID(other)}},
+		&Release{Session: s, RequestID: "held", Authority: Authority{Auth: tokenID(other)}},
+		&Surrender{Session: s, Name: "jobs/a", Authority: Authority{Auth: tokenID(other)}},
+		&CloseSession{Session: s, Authority: Authority{Auth: tokenID(other)}},
+		&Acquire{Session: s, Authority: Authority{Auth: tokenID(other)}, Locks: []LockSpec{{Name: "other/a", Mode: Write}}},
+		&Cancel{RequestID: "queued", Authority: Authority{Auth: tokenID(other)}},
 	} {
 		d.refused(cmd, CodeForbidden)
 	}
@@ -127,7 +127,7 @@ func TestACLSessionOwnership(t *testing.T) {
 	if err := d.tab.MayUse(tokenID(admin), s); err != nil {
 		t.Fatalf("MayUse by admin = %v", err)
 	}
-	d.must(&CloseSession{Session: s, Auth: tokenID(admin)})
+	d.must(&CloseSession{Session: s, Authority: Authority{Auth: tokenID(admin)}})
 	if got := d.status("queued"); got != Granted {
 		t.Fatalf("waiter after the admin closed the holder: %s", got)
 	}
@@ -136,21 +136,21 @@ func TestACLSessionOwnership(t *testing.T) {
 func TestACLDeletedTokenStopsAtOnce(t *testing.T) {
 	d := aclDriver(t)
 	s := d.ownedSession(jobs)
-	d.must(&Acquire{Session: s, Auth: tokenID(jobs), Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
-	d.refused(&DeleteToken{ID: tokenID(jobs), Auth: tokenID(other)}, CodeForbidden)
-	d.must(&DeleteToken{ID: tokenID(jobs), Auth: tokenID(admin)})
-	d.refused(&Release{Session: s, Name: "jobs/a", Auth: tokenID(jobs)}, CodeUnauthorized)
-	d.refused(&DeleteToken{ID: tokenID(jobs), Auth: tokenID(admin)}, CodeNoToken)
+	d.must(&Acquire{Session: s, Authority: Authority{Auth: tokenID(jobs)}, Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
+	d.refused(&DeleteToken{ID: tokenID(jobs), Authority: Authority{Auth: tokenID(other)}}, CodeForbidden)
+	d.must(&DeleteToken{ID: tokenID(jobs), Authority: Authority{Auth: tokenID(admin)}})
+	d.refused(&Release{Session: s, Name: "jobs/a", Authority: Authority{Auth: tokenID(jobs)}}, CodeUnauthorized)
+	d.refused(&DeleteToken{ID: tokenID(jobs), Authority: Authority{Auth: tokenID(admin)}}, CodeNoToken)
 	if _, ok := d.tab.TokenByHash(tokenHash(jobs)); ok {
 		t.Fatal("deleted token still resolves")
 	}
 	// Its session lives on until it expires or an admin closes it.
-	d.must(&Release{Session: s, Name: "jobs/a", Auth: tokenID(admin)})
+	d.must(&Release{Session: s, Name: "jobs/a", Authority: Authority{Auth: tokenID(admin)}})
 }
 
 func TestACLTokenValidation(t *testing.T) {
 	d := aclDriver(t)
-	good := CreateToken{Auth: tokenID(admin), ID: tokenID(20), Hash: tokenHash(20), Rules: []Rule{{Prefix: "a/", Access: AccessRead}}}
+	good := CreateToken{Authority: Authority{Auth: tokenID(admin)}, ID: tokenID(20), Hash: tokenHash(20), Rules: []Rule{{Prefix: "a/", Access: AccessRead}}}
 	for name, mutate := range map[string]func(c *CreateToken){
 		"bad id":        func(c *CreateToken) { c.ID = "x" },
 		"bad hash":      func(c *CreateToken) { c.Hash = strings.Repeat("z", 64) },
@@ -167,7 +167,7 @@ func TestACLTokenValidation(t *testing.T) {
 		d.refused(&c, CodeInvalid)
 		_ = name
 	}
-	d.refused(&CreateToken{Auth: tokenID(jobs), ID: tokenID(21), Hash: tokenHash(21), Rules: good.Rules}, CodeForbidden)
+	d.refused(&CreateToken{Authority: Authority{Auth: tokenID(jobs)}, ID: tokenID(21), Hash: tokenHash(21), Rules: good.Rules}, CodeForbidden)
 	d.must(&good)
 }
 
@@ -175,14 +175,14 @@ func TestRevoke(t *testing.T) {
 	d := aclDriver(t)
 	a, b, c := d.ownedSession(jobs), d.ownedSession(jobs), d.ownedSession(jobs)
 	read := func(s SessionID, id string, wait time.Duration) *Acquire {
-		return &Acquire{Session: s, Auth: tokenID(jobs), RequestID: id, Wait: wait, Locks: []LockSpec{{Name: "jobs/db", Mode: Read}}}
+		return &Acquire{Session: s, Authority: Authority{Auth: tokenID(jobs)}, RequestID: id, Wait: wait, Locks: []LockSpec{{Name: "jobs/db", Mode: Read}}}
 	}
 	ta := d.must(read(a, "a", 0)).Request.Token
 	tb := d.must(read(b, "b", 0)).Request.Token
-	d.must(&Acquire{Session: c, Auth: tokenID(jobs), RequestID: "c", Wait: time.Minute, Locks: []LockSpec{{Name: "jobs/db", Mode: Write}}})
-	d.refused(&Revoke{Name: "jobs/db", Auth: tokenID(jobs)}, CodeForbidden)
+	d.must(&Acquire{Session: c, Authority: Authority{Auth: tokenID(jobs)}, RequestID: "c", Wait: time.Minute, Locks: []LockSpec{{Name: "jobs/db", Mode: Write}}})
+	d.refused(&Revoke{Name: "jobs/db", Authority: Authority{Auth: tokenID(jobs)}}, CodeForbidden)
 
-	res := d.must(&Revoke{Name: "jobs/db", Auth: tokenID(admin)})
+	res := d.must(&Revoke{Name: "jobs/db", Authority: Authority{Auth: tokenID(admin)}})
 	var revoked []string
 	for _, ev := range res.Events {
 		if ev.Kind == EvRevoked {
@@ -205,7 +205,7 @@ func TestRevoke(t *testing.T) {
 		t.Fatalf("session a's revocations: %+v", info.Revoked)
 	}
 	// Nothing held: nothing to revoke, and no error.
-	if res := d.must(&Revoke{Name: "jobs/none", Auth: tokenID(admin)}); len(res.Events) != 0 {
+	if res := d.must(&Revoke{Name: "jobs/none", Authority: Authority{Auth: tokenID(admin)}}); len(res.Events) != 0 {
 		t.Fatalf("revoke of a free name: %+v", res.Events)
 	}
 }
@@ -285,9 +285,9 @@ func TestSessionKeys(t *testing.T) {
 // the same.
 func TestACLStateSurvivesExportAndLoad(t *testing.T) {
 	d := aclDriver(t)
-	s := d.must(&CreateSession{TTL: 10 * time.Second, Auth: tokenID(jobs), Key: "k0123456789abcdefghijK"}).Session
-	d.must(&Acquire{Session: s, Auth: tokenID(jobs), Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
-	d.must(&Revoke{Name: "jobs/a", Auth: tokenID(admin)})
+	s := d.must(&CreateSession{TTL: 10 * time.Second, Authority: Authority{Auth: tokenID(jobs)}, Key: "k0123456789abcdefghijK"}).Session
+	d.must(&Acquire{Session: s, Authority: Authority{Auth: tokenID(jobs)}, Locks: []LockSpec{{Name: "jobs/a", Mode: Write}}})
+	d.must(&Revoke{Name: "jobs/a", Authority: Authority{Auth: tokenID(admin)}})
 	loaded := reload(t, d.tab)
 	if loaded.Digest() != d.tab.Digest() {
 		t.Fatal("digest differs after export and load")
@@ -297,7 +297,7 @@ func TestACLStateSurvivesExportAndLoad(t *testing.T) {
 		t.Fatal("key lost in export")
 	}
 	d.refused(&BootstrapACL{ID: tokenID(8), Hash: tokenHash(8)}, CodeForbidden)
-	d.refused(&CloseSession{Session: s, Auth: tokenID(other)}, CodeForbidden)
+	d.refused(&CloseSession{Session: s, Authority: Authority{Auth: tokenID(other)}}, CodeForbidden)
 	if info, _ := d.tab.Session(s); len(info.Revoked) != 1 {
 		t.Fatalf("revocations lost: %+v", info.Revoked)
 	}

@@ -25,7 +25,7 @@ type Acquire struct {
 	Require   quorum.Requirement `msgpack:"require,omitempty"`
 	Wait      time.Duration      `msgpack:"wait,omitempty"`     // 0: try once; >0: queue at most this long
 	HoldTTL   time.Duration      `msgpack:"hold_ttl,omitempty"` // >0: the grant is released automatically after this long
-	Auth      string             `msgpack:"auth,omitempty"`     // the ACL token acting (acl.go)
+	Authority                    // the ACL token acting (acl.go)
 	Limits    *Limits            `msgpack:"limits,omitempty"`
 }
 

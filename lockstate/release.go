@@ -12,7 +12,7 @@ type Release struct {
 	Session   SessionID `msgpack:"session"`
 	Name      string    `msgpack:"name,omitempty"`
 	RequestID string    `msgpack:"request_id,omitempty"`
-	Auth      string    `msgpack:"auth,omitempty"`
+	Authority
 }
 
 // Validate checks that the release names a session and exactly one of a
@@ -93,7 +93,7 @@ func (c *Release) apply(t *Table) Result {
 type Surrender struct {
 	Session SessionID `msgpack:"session"`
 	Name    string    `msgpack:"name"`
-	Auth    string    `msgpack:"auth,omitempty"`
+	Authority
 }
 
 // Validate checks that the surrender names a session and a lock.
@@ -176,7 +176,7 @@ func (t *Table) surrender(h *hold) {
 type Cancel struct {
 	Session   SessionID `msgpack:"session,omitempty"`
 	RequestID string    `msgpack:"request_id"`
-	Auth      string    `msgpack:"auth,omitempty"`
+	Authority
 }
 
 // Validate checks that the cancel names a request. Session 0 is valid (any

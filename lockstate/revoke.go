@@ -7,8 +7,8 @@ package lockstate
 // (SessionInfo.Revoked) so that its client learns it on its next
 // keepalive or look at the session.
 type Revoke struct {
-	Name string `msgpack:"name"`
-	Auth string `msgpack:"auth,omitempty"` // needs admin on Name
+	Name      string `msgpack:"name"`
+	Authority        // needs admin on Name
 }
 
 // Revocation is one hold an operator revoked.

@@ -19,8 +19,8 @@ type CreateSession struct {
 	// it proposes (raftnode). "" (entries written before keys) makes the
 	// session's id in decimal its key.
 	Key string `msgpack:"key,omitempty"`
-	// Auth is the ACL token that creates, and so owns, the session.
-	Auth   string  `msgpack:"auth,omitempty"`
+	// Authority is the ACL token that creates, and so owns, the session.
+	Authority
 	Limits *Limits `msgpack:"limits,omitempty"`
 }
 
@@ -146,7 +146,7 @@ func (t *Table) addSession(s *session) {
 // pending requests cancelled.
 type CloseSession struct {
 	Session SessionID `msgpack:"session"`
-	Auth    string    `msgpack:"auth,omitempty"`
+	Authority
 }
 
 // Validate checks that a session is named.

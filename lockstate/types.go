@@ -99,9 +99,11 @@ type Entry struct {
 // Command is one command of the log, always used as a pointer (*Acquire,
 // *Tick, ...). Each command type is defined in one place: its struct, its
 // Validate and its apply live together (session.go, acquire.go,
-// release.go, deadline.go). Adding one means writing those three and a
-// codec row in the fsm package (its type byte, name and decoder); the API
-// gets its validation from Validate.
+// release.go, deadline.go); one that acts for a client embeds Authority.
+// Adding one means writing those, a row in the fsm package's registry (its
+// type byte, name, format and decoder) and the lockservice method that
+// proposes it (docs/architecture.md, "Adding a command"); the API gets its
+// validation from Validate.
 type Command interface {
 	// Validate reports what is wrong with the command's content, or nil.
 	// It looks at nothing but the command and changes nothing: the API

@@ -162,14 +162,14 @@ func (n *Node) apply(ctx context.Context, data []byte) (*lockstate.Result, uint6
 		}
 	}
 	// Response is valid only once Error has returned.
-	switch resp := future.Response().(type) {
-	case *lockstate.Result:
-		return resp, future.Index(), nil
-	case error:
-		return nil, 0, fmt.Errorf("raftnode: apply at index %d: %w", future.Index(), resp)
-	default:
-		return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", future.Index(), resp)
+	resp := future.Response()
+	if res, ok := resp.(*lockstate.Result); ok {
+		return res, future.Index(), nil
 	}
+	if err, ok := resp.(error); ok {
+		return nil, 0, fmt.Errorf("raftnode: apply at index %d: %w", future.Index(), err)
+	}
+	return nil, 0, fmt.Errorf("raftnode: apply at index %d: unexpected FSM response %T", future.Index(), resp)
 }
 
 // SetLogFormat gives the leader the newest log entry format that every

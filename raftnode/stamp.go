@@ -13,13 +13,14 @@ import (
 // characters of base64url.
 const sessionKeyBytes = 16
 
-// stamp fills in what only the leader decides, just before it proposes:
-// a new session's key, drawn here so that no client and no follower
-// chooses it, and this node's limits. Entries in formats before
-// fsm.FormatACL carry neither (an older voter could not read them): the
-// session's id in decimal is then its key.
+// stamp fills in what only the leader decides, just before it proposes
+// (the command's fsm.LeaderFields): a new session's key, drawn here so
+// that no client and no follower chooses it, and this node's limits.
+// Entries in formats before fsm.FormatACL carry neither (an older voter
+// could not read them): the session's id in decimal is then its key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
-	if _, create := cmd.(*lockstate.CreateSession); create && format == formatUnknown {
+	f := fsm.LeaderFieldsOf(cmd)
+	if f.Key != nil && format == formatUnknown {
 		// A new leader that has not yet seen its voters' builds: wait for
 		// it rather than give a session a guessable key.
 		return fmt.Errorf("%w: the voters' log format is not known yet", errRetry)
@@ -27,16 +28,15 @@ func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 	if format < fsm.FormatACL {
 		return nil
 	}
-	limits := n.limits()
-	switch c := cmd.(type) {
-	case *lockstate.CreateSession:
+	if f.Key != nil {
 		key, err := NewSessionKey()
 		if err != nil {
 			return err
 		}
-		c.Key, c.Limits = key, limits
-	case *lockstate.Acquire:
-		c.Limits = limits
+		*f.Key = key
+	}
+	if f.Limits != nil {
+		*f.Limits = n.limits()
 	}
 	return nil
 }

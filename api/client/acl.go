@@ -10,21 +10,6 @@ import (
 // repeated after an unknown outcome: a second bootstrap is refused, and a
 // second token would be a token nobody knows the secret of.
 
-// Rule gives Access ("read", "write" or "admin") to the names that start
-// with Prefix.
-type Rule struct {
-	Prefix string `json:"prefix"`
-	Access string `json:"access"`
-}
-
-// Token is an ACL token; Secret is set only in the answer that made it.
-type Token struct {
-	ID     string `json:"id"`
-	Secret string `json:"secret,omitempty"`
-	Name   string `json:"name"`
-	Rules  []Rule `json:"rules"`
-}
-
 // BootstrapACL makes the cluster's first management token. It works once
 // per cluster; later calls fail with ErrForbidden.
 func (c *Client) BootstrapACL(ctx context.Context) (*Token, error) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // maxWait is the wait asked of the server when ctx has no deadline: the
@@ -76,9 +78,9 @@ func (s *Session) Unlock(ctx context.Context, name string) error {
 	if err := s.usable(); err != nil {
 		return fmt.Errorf("lockd unlock %s: %w", name, err)
 	}
-	body := releaseBody{Session: s.id, Name: name}
+	body := wire.ReleaseRequest{Session: wire.SessionID(s.id), Name: name}
 	for {
-		err := s.c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &releaseAnswer{}, retry: retryUnsent})
+		err := s.c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &wire.ReleaseResponse{}, retry: retryUnsent})
 		if err == nil {
 			s.released(name)
 			return nil
@@ -134,9 +136,9 @@ func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error)
 
 // Release releases one hold of every lock g granted.
 func (s *Session) Release(ctx context.Context, g *Grant) error {
-	var ans releaseAnswer
+	var ans wire.ReleaseResponse
 	err := s.c.do(ctx, call{method: "POST", path: "/v1/release",
-		body: releaseBody{Session: s.id, RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
+		body: wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
 	if err != nil {
 		s.noteLost(err)
 		if errors.Is(err, ErrNotHeld) {
@@ -157,7 +159,7 @@ func (s *Session) Surrender(ctx context.Context, name string) (surrendered bool,
 	var ans struct {
 		Status string `json:"status"`
 	}
-	err = s.c.do(ctx, call{method: "POST", path: "/v1/surrender", body: releaseBody{Session: s.id, Name: name},
+	err = s.c.do(ctx, call{method: "POST", path: "/v1/surrender", body: wire.ReleaseRequest{Session: wire.SessionID(s.id), Name: name},
 		out: &ans, retry: retryUnsent})
 	if err != nil {
 		s.noteLost(err)
@@ -202,7 +204,7 @@ func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require
 		if renew {
 			wait = waitFor(ctx)
 		}
-		body := acquireBody{Session: s.id, RequestID: newRequestID(), Locks: locks, Require: require, Wait: Duration(wait),
+		body := wire.AcquireRequest{Session: wire.SessionID(s.id), RequestID: newRequestID(), Locks: locks, Require: string(require), Wait: Duration(wait),
 			HoldTTL: Duration(holdTTL)}
 		// The leader stamps the grant no earlier than now, and table time
 		// never runs faster than real time (docs/architecture.md): the
@@ -241,14 +243,14 @@ func waitFor(ctx context.Context) time.Duration {
 
 // postResult is the outcome of one POST /v1/acquire.
 type postResult struct {
-	st  requestState
+	st  wire.Request
 	err error
 }
 
 // request sees one request (one request_id) to its end: it posts it
 // once, re-attaches by id when the answer is lost, and cancels it on the
 // server when ctx ends.
-func (s *Session) request(ctx context.Context, body acquireBody) (*Grant, error) {
+func (s *Session) request(ctx context.Context, body wire.AcquireRequest) (*Grant, error) {
 	id := body.RequestID
 	for {
 		// The POST runs detached from ctx: when ctx ends, the cancel
@@ -272,7 +274,7 @@ func (s *Session) request(ctx context.Context, body acquireBody) (*Grant, error)
 			return nil, err
 		}
 		if r.err == nil {
-			return r.st.grant(), nil
+			return grantOf(&r.st), nil
 		}
 		if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
 			return nil, r.err // a definite answer
@@ -295,7 +297,7 @@ func (s *Session) reattach(ctx context.Context, id string, wait time.Duration) (
 	for {
 		poll := min(wait, waitFor(ctx))
 		q := url.Values{"wait": {poll.String()}}
-		var st requestState
+		var st wire.Request
 		err := s.c.do(ctx, call{method: "GET", path: "/v1/requests/" + url.PathEscape(id), query: q, out: &st, wait: poll})
 		switch {
 		case ctx.Err() != nil:
@@ -318,12 +320,12 @@ func (s *Session) reattach(ctx context.Context, id string, wait time.Duration) (
 
 // outcome turns a request's state into a grant or an error; final is
 // false while it is pending.
-func outcome(st *requestState) (g *Grant, err error, final bool) {
+func outcome(st *wire.Request) (g *Grant, err error, final bool) {
 	switch st.Status {
 	case "pending":
 		return nil, nil, false
 	case "granted":
-		return st.grant(), nil, true
+		return grantOf(st), nil, true
 	default: // timeout, deadlock, cancelled: the codes match the statuses
 		return nil, &Error{Code: st.Status, Message: fmt.Sprintf("request %s ended %s", st.RequestID, st.Status)}, true
 	}
@@ -340,12 +342,12 @@ func (s *Session) cancel(ctx context.Context, id string, posted <-chan postResul
 	defer ccancel()
 	cause := ctx.Err()
 	for {
-		var st requestState
+		var st wire.Request
 		q := url.Values{"session": {s.id}}
 		err := s.c.do(cctx, call{method: "DELETE", path: "/v1/requests/" + url.PathEscape(id), query: q, out: &st})
 		switch {
 		case err == nil && st.Status == "granted":
-			return s.releaseLate(cctx, cause, st.grant())
+			return s.releaseLate(cctx, cause, grantOf(&st))
 		case err == nil:
 			return cause // cancelled, or ended otherwise: nothing is held
 		case errors.Is(err, ErrSessionNotFound):
@@ -360,7 +362,7 @@ func (s *Session) cancel(ctx context.Context, id string, posted <-chan postResul
 		select {
 		case r := <-posted:
 			if r.err == nil {
-				return s.releaseLate(cctx, cause, r.st.grant())
+				return s.releaseLate(cctx, cause, grantOf(&r.st))
 			}
 			if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
 				return cause

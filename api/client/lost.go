@@ -86,7 +86,7 @@ func (s *Session) granted(g *Grant) {
 	s.grants = append(s.grants, g)
 	s.mu.Unlock()
 	for _, rv := range gone {
-		s.loseWhere(rv.err(), rv.matches)
+		s.loseWhere(revokedErr(rv), lostTo(rv))
 	}
 	if err := s.usable(); err != nil {
 		s.loseAll(err) // end ran before g was tracked
@@ -100,23 +100,22 @@ func (s *Session) untrack(drop func(g *Grant) bool) {
 	s.grants = slices.DeleteFunc(s.grants, drop)
 }
 
-// Revocation is one hold an operator revoked from a session (POST
-// /v1/revoke), as keepalive answers and GET /v1/sessions/{id} list them.
-type Revocation struct {
-	Name  string `json:"name"`
-	Token uint64 `json:"token"` // the hold's fencing token, now invalid
-	Index uint64 `json:"index"` // the cluster's log index of the revoke
-}
+// revokedLock reports whether rv revoked l (same name and token).
+func revokedLock(rv Revocation, l GrantedLock) bool { return l.Name == rv.Name && l.Token == rv.Token }
 
-func (rv Revocation) matches(l GrantedLock) bool { return l.Name == rv.Name && l.Token == rv.Token }
-
-func (rv Revocation) err() error {
+// revokedErr is the error of a grant lost to rv.
+func revokedErr(rv Revocation) error {
 	return fmt.Errorf("%w: %s (token %d, revoked at index %d)", ErrRevoked, rv.Name, rv.Token, rv.Index)
 }
 
 // revokes returns a matcher of the revocations of l.
 func revokes(l GrantedLock) func(Revocation) bool {
-	return func(rv Revocation) bool { return rv.matches(l) }
+	return func(rv Revocation) bool { return revokedLock(rv, l) }
+}
+
+// lostTo returns a matcher of the locks rv revoked.
+func lostTo(rv Revocation) func(GrantedLock) bool {
+	return func(l GrantedLock) bool { return revokedLock(rv, l) }
 }
 
 // recentRevocations is how many revocations a session remembers: to skip
@@ -133,10 +132,10 @@ func (s *Session) revoked(list []Revocation) {
 		if s.seen(rv) {
 			continue
 		}
-		lost := s.loseWhere(rv.err(), rv.matches)
+		lost := s.loseWhere(revokedErr(rv), lostTo(rv))
 		s.mu.Lock()
 		for _, g := range lost {
-			if slices.ContainsFunc(g.Locks, rv.matches) {
+			if slices.ContainsFunc(g.Locks, lostTo(rv)) {
 				s.countDown(rv.Name)
 			}
 		}
@@ -210,11 +209,4 @@ func (c *Client) Revoke(ctx context.Context, name string) ([]RevokedHold, error)
 		return nil, fmt.Errorf("lockd revoke %s: %w", name, err)
 	}
 	return out.Revoked, nil
-}
-
-// RevokedHold is one hold a revoke released.
-type RevokedHold struct {
-	Session string `json:"session"`
-	Name    string `json:"name"`
-	Token   uint64 `json:"token"`
 }

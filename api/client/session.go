@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // OnDeadlock says what happens to a session chosen as a deadlock victim.
@@ -26,7 +28,7 @@ const (
 type SessionOption func(*sessionConfig)
 
 type sessionConfig struct {
-	body   createSessionBody
+	body   wire.CreateSessionRequest
 	margin time.Duration
 	onLost func(name string, token uint64, err error)
 }
@@ -91,7 +93,7 @@ type Session struct {
 // NewSession creates a session with the given TTL (1s–24h) and starts its
 // keepalives.
 func (c *Client) NewSession(ctx context.Context, ttl time.Duration, opts ...SessionOption) (*Session, error) {
-	cfg := sessionConfig{body: createSessionBody{TTL: Duration(ttl)}}
+	cfg := sessionConfig{body: wire.CreateSessionRequest{TTL: (*Duration)(&ttl)}}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // retryClass says when a call may be sent again after a failure.
@@ -155,12 +157,7 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 // without a lockd body (a proxy in front of a dead node) counts as
 // no_leader so that it is retried like one.
 func decodeError(status int, b []byte) error {
-	var eb struct {
-		Error struct {
-			Code, Message string
-			NotApplied    bool `json:"not_applied"`
-		} `json:"error"`
-	}
+	var eb wire.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
 		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status, NotApplied: eb.Error.NotApplied}
 	}

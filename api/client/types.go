@@ -1,19 +1,20 @@
 package client
 
 import (
-	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
-// Mode is a lock mode: shared (Read) or exclusive (Write).
-type Mode string
+// Mode is a lock mode: shared (Read) or exclusive (Write); "" means
+// Write.
+type Mode = wire.Mode
 
 // Lock modes.
 const (
-	Write Mode = "write"
-	Read  Mode = "read"
+	Write = wire.Write
+	Read  = wire.Read
 )
 
 // Require says how many of a multi-lock request's locks must be granted,
@@ -27,21 +28,43 @@ const (
 	RequireMajority Require = "majority"
 )
 
-// LockSpec is one lock named in an acquire.
-type LockSpec struct {
-	Name   string `json:"name"`
-	Mode   Mode   `json:"mode,omitempty"`   // "" means Write
-	Weight int    `json:"weight,omitempty"` // permits of a semaphore (write only); 0 means 1
-	Limit  int    `json:"limit,omitempty"`  // semaphore size; 0 means "as it is" (1 for a new name)
-}
-
-// GrantedLock is one lock of a Grant.
-type GrantedLock struct {
-	Name   string `json:"name"`
-	Mode   Mode   `json:"mode"`
-	Weight int    `json:"weight"`
-	Token  uint64 `json:"token"` // fencing token of this lock's grant
-}
+// The JSON shapes of the API, under the names this package has always
+// given them; package wire defines them, for the server too.
+type (
+	// LockSpec is one lock named in an acquire.
+	LockSpec = wire.LockSpec
+	// GrantedLock is one lock of a Grant, with its fencing token.
+	GrantedLock = wire.Grant
+	// Status is one node's view of the cluster (GET /v1/status).
+	Status = wire.StatusResponse
+	// Leader names the leader as a node sees it; empty when there is none.
+	Leader = wire.Leader
+	// Member is one node of the cluster.
+	Member = wire.Member
+	// LockInfo is one name's queue (GET /v1/locks/{name}).
+	LockInfo = wire.Lock
+	// Holder is one hold on a lock.
+	Holder = wire.Holder
+	// Waiter is one queued request on a lock, in arrival order.
+	Waiter = wire.Waiter
+	// SessionInfo describes a session as the cluster sees it.
+	SessionInfo = wire.Session
+	// HeldLock is one hold of a session.
+	HeldLock = wire.HeldLock
+	// Duration is a time.Duration that travels as a Go duration string.
+	Duration = wire.Duration
+	// Revocation is one hold an operator revoked from a session (POST
+	// /v1/revoke), as keepalive answers and GET /v1/sessions/{id} list
+	// them.
+	Revocation = wire.Revocation
+	// RevokedHold is one hold a revoke released.
+	RevokedHold = wire.RevokedHold
+	// Rule gives Access ("read", "write" or "admin") to the names that
+	// start with Prefix.
+	Rule = wire.Rule
+	// Token is an ACL token; Secret is set only in the answer that made it.
+	Token = wire.Token
+)
 
 // Grant is a granted acquire: the locks this session now holds through it
 // and their fencing tokens. Pass a token to the protected resource, which
@@ -85,144 +108,7 @@ func (g *Grant) TokenFor(name string) uint64 {
 	return 0
 }
 
-// Status is one node's view of the cluster (GET /v1/status).
-type Status struct {
-	NodeID       string   `json:"node_id"`
-	State        string   `json:"state"` // "leader", "follower" or "candidate"
-	Leader       Leader   `json:"leader"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	Digest       string   `json:"digest"`
-	Members      []Member `json:"members"`
-}
-
-// Leader names the leader as a node sees it; empty when there is none.
-type Leader struct {
-	ID       string `json:"id"`
-	HTTPAddr string `json:"http_addr"`
-}
-
-// Member is one node of the cluster.
-type Member struct {
-	ID       string `json:"id"`
-	HTTPAddr string `json:"http_addr"`
-	RaftAddr string `json:"raft_addr"`
-	Voter    bool   `json:"voter"`
-	Status   string `json:"status"`
-}
-
-// LockInfo is one name's queue (GET /v1/locks/{name}).
-type LockInfo struct {
-	Name    string   `json:"name"`
-	Version uint64   `json:"version"`
-	Limit   int      `json:"limit"`
-	Holders []Holder `json:"holders"`
-	Waiters []Waiter `json:"waiters"`
-}
-
-// Holder is one hold on a lock.
-type Holder struct {
-	Session string `json:"session"`
-	Mode    Mode   `json:"mode"`
-	Weight  int    `json:"weight"`
-	Count   int    `json:"count"`
-	Token   uint64 `json:"token"`
-}
-
-// Waiter is one queued request on a lock, in arrival order.
-type Waiter struct {
-	Session   string `json:"session"`
-	RequestID string `json:"request_id"`
-	Mode      Mode   `json:"mode"`
-	Weight    int    `json:"weight"`
-}
-
-// SessionInfo describes a session as the cluster sees it.
-type SessionInfo struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	TTL        Duration   `json:"ttl"`
-	OnDeadlock string     `json:"on_deadlock"`
-	Ordered    bool       `json:"ordered"`
-	LockDelay  Duration   `json:"lock_delay"`
-	Held       []HeldLock `json:"held"`
-	Pending    []string   `json:"pending"`
-	// Revoked lists the latest holds an operator revoked from the
-	// session, oldest first (at most 16).
-	Revoked []Revocation `json:"revoked"`
-}
-
-// HeldLock is one hold of a session.
-type HeldLock struct {
-	Name   string `json:"name"`
-	Mode   Mode   `json:"mode"`
-	Weight int    `json:"weight"`
-	Count  int    `json:"count"`
-	Token  uint64 `json:"token"`
-}
-
-// Duration is a time.Duration that travels as a Go duration string.
-type Duration time.Duration
-
-// MarshalJSON encodes d as "10s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON decodes a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration %s: %w", b, err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// Wire shapes that are not part of the public API.
-
-type acquireBody struct {
-	Session   string     `json:"session"`
-	RequestID string     `json:"request_id"`
-	Locks     []LockSpec `json:"locks"`
-	Require   Require    `json:"require,omitempty"`
-	Wait      Duration   `json:"wait"`
-	HoldTTL   Duration   `json:"hold_ttl,omitempty"`
-}
-
-// requestState answers POST /v1/acquire (granted) and GET/DELETE
-// /v1/requests/{id} (any status).
-type requestState struct {
-	Status    string        `json:"status"`
-	RequestID string        `json:"request_id"`
-	Session   string        `json:"session"`
-	Token     uint64        `json:"token"`
-	Granted   []GrantedLock `json:"granted"`
-}
-
-func (r *requestState) grant() *Grant {
+// grantOf is the grant of a granted request.
+func grantOf(r *wire.Request) *Grant {
 	return &Grant{RequestID: r.RequestID, Session: r.Session, Token: r.Token, Locks: r.Granted}
-}
-
-type releaseBody struct {
-	Session   string `json:"session"`
-	Name      string `json:"name,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
-}
-
-type releaseAnswer struct {
-	Released []struct {
-		Name string `json:"name"`
-	} `json:"released"`
-}
-
-type createSessionBody struct {
-	TTL        Duration `json:"ttl"`
-	Name       string   `json:"name,omitempty"`
-	OnDeadlock string   `json:"on_deadlock,omitempty"`
-	Ordered    bool     `json:"ordered,omitempty"`
-	LockDelay  Duration `json:"lock_delay,omitempty"`
 }

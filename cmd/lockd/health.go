@@ -10,8 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // health is `lockd health`: exit 0 when the node at --addr answers
@@ -26,7 +26,7 @@ func health(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var st api.StatusResponse
+	var st wire.StatusResponse
 	err := n.call(http.MethodGet, "/v1/status", *timeout, &st)
 	switch {
 	case err != nil:

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/api/client"
 	"github.com/lockd/lockd/api/client/clienttest"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // health and leave reach a node that requires client certificates with
@@ -19,7 +19,7 @@ func TestHealthAndLeaveTLS(t *testing.T) {
 	srv, f := clienttest.NewTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method + " " + r.URL.Path {
 		case "GET /v1/status":
-			json.NewEncoder(w).Encode(api.StatusResponse{NodeID: "n1", State: "leader", Leader: api.Leader{ID: "n1"}})
+			json.NewEncoder(w).Encode(wire.StatusResponse{NodeID: "n1", State: "leader", Leader: wire.Leader{ID: "n1"}})
 		case "POST /v1/agent/leave":
 			left.Add(1)
 			w.Write([]byte("{}"))

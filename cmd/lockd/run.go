@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/cluster"
 	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/raftnode"
@@ -184,7 +185,7 @@ func (a *agent) serveHTTP() error {
 		MaxWaits: a.cfg.MaxWaits, MaxStreams: a.cfg.MaxStreams, MaxStreamDuration: a.cfg.MaxStreamDuration,
 		ClockOffset: a.clockOffset}
 	if !a.cfg.Dev {
-		apiCfg.Members = func() []api.Member { return members(a.cl.Load()) }
+		apiCfg.Members = func() []wire.Member { return members(a.cl.Load()) }
 		apiCfg.Leave = a.leave
 	}
 	srv, err := api.New(apiCfg)
@@ -290,14 +291,14 @@ func (a *agent) stopRaft() {
 }
 
 // members adapts the gossip view for the API.
-func members(c *cluster.Cluster) []api.Member {
+func members(c *cluster.Cluster) []wire.Member {
 	if c == nil {
 		return nil
 	}
 	ms := c.Members()
-	out := make([]api.Member, len(ms))
+	out := make([]wire.Member, len(ms))
 	for i, m := range ms {
-		out[i] = api.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr,
+		out[i] = wire.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr,
 			Status: m.Status}
 	}
 	return out

@@ -122,36 +122,19 @@ func owns(tok *lockstate.TokenInfo, owner string) bool {
 }
 
 // withAuth stamps the caller's token into a command that acts for a
-// client, refusing nobody while ACLs are on. The table checks it again on
-// apply, against the tokens of that entry.
+// client (one that embeds lockstate.Authority), refusing nobody while ACLs
+// are on. The table checks it again on apply, against the tokens of that
+// entry. BootstrapACL acts for nobody: nobody can have a token for it yet.
 func (s *Service) withAuth(ctx context.Context, cmd lockstate.Command) error {
-	auth := callerOf(ctx).TokenID
-	if _, bootstrap := cmd.(*lockstate.BootstrapACL); bootstrap {
-		return nil // the one command nobody can have a token for yet
+	a := lockstate.AuthorityOf(cmd)
+	if a == nil {
+		return nil
 	}
+	auth := callerOf(ctx).TokenID
 	if auth == "" && s.cfg.ACL {
 		return refusal(lockstate.CodeUnauthorized, "a token is required (Authorization: Bearer <secret>)")
 	}
-	switch c := cmd.(type) {
-	case *lockstate.CreateSession:
-		c.Auth = auth
-	case *lockstate.CloseSession:
-		c.Auth = auth
-	case *lockstate.Acquire:
-		c.Auth = auth
-	case *lockstate.Release:
-		c.Auth = auth
-	case *lockstate.Surrender:
-		c.Auth = auth
-	case *lockstate.Cancel:
-		c.Auth = auth
-	case *lockstate.Revoke:
-		c.Auth = auth
-	case *lockstate.CreateToken:
-		c.Auth = auth
-	case *lockstate.DeleteToken:
-		c.Auth = auth
-	}
+	a.Auth = auth
 	return nil
 }
 
@@ -248,10 +231,13 @@ func (s *Service) Revoke(ctx context.Context, name string) ([]Revoked, error) {
 	return out, nil
 }
 
-// ResolveSession returns the table's id of the session clients know by
+// resolveSession returns the table's id of the session clients know by
 // key. A key this node does not know yet (the session was created through
 // another node a moment ago) is looked for again after a read-index.
-func (s *Service) ResolveSession(ctx context.Context, key string) (lockstate.SessionID, error) {
+func (s *Service) resolveSession(ctx context.Context, key string) (lockstate.SessionID, error) {
+	if key == "" {
+		return 0, refusal(lockstate.CodeInvalid, "session is required")
+	}
 	lookup := func() (id lockstate.SessionID, ok bool) {
 		s.fsm.Read(func(t *lockstate.Table) { id, ok = t.SessionByKey(key) })
 		return id, ok

@@ -17,15 +17,26 @@ import (
 // session_not_found when its session ended meanwhile, or the table's
 // refusal), or a *RetryError naming the request to retry or re-attach to.
 //
-// Acquire caps cmd.Wait at MaxWait and fills in cmd.RequestID when it is
-// empty: chosen here, not by the table, so that a proposal repeated after
-// an unknown outcome is the same request.
+// Acquire asks for cmd's locks for the session whose key is session
+// (cmd.Session is set from it). It caps cmd.Wait at MaxWait and fills in
+// cmd.RequestID when it is empty: chosen here, not by the table, so that a
+// proposal repeated after an unknown outcome is the same request. A
+// session that cannot be looked up for want of a leader is a
+// *RetryError when the client chose the request id: nothing was proposed.
 //
 // The table's own deadline (fired by the leader's ticks) ends a wait with
 // "timeout". Only when no leader is there to do so does this node,
 // CancelGrace after the wait, propose a cancel — whose committed result is
 // the answer: a grant that won the race is answered as granted.
-func (s *Service) Acquire(ctx context.Context, cmd *lockstate.Acquire) (*lockstate.RequestInfo, error) {
+func (s *Service) Acquire(ctx context.Context, session string, cmd *lockstate.Acquire) (*lockstate.RequestInfo, error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil && cmd.RequestID != "" && errors.Is(err, ErrNoLeader) {
+		return nil, &RetryError{RequestID: cmd.RequestID, Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd.Session = id
 	if err := cmd.Validate(); err != nil {
 		return nil, err // before capping: a wait over the table's maximum is refused, not shortened
 	}
@@ -186,10 +197,17 @@ func (s *Service) mayFollow(ctx context.Context, id string) error {
 	})
 }
 
-// Cancel withdraws a pending request and returns its state; one granted
-// meanwhile stays granted. Repeating it is harmless: a repeat returns the
-// state.
-func (s *Service) Cancel(ctx context.Context, cmd *lockstate.Cancel) (*lockstate.RequestInfo, error) {
+// Cancel withdraws a pending request of the session whose key is session
+// ("" for any session) and returns its state; one granted meanwhile stays
+// granted. Repeating it is harmless: a repeat returns the state.
+func (s *Service) Cancel(ctx context.Context, session string, cmd *lockstate.Cancel) (*lockstate.RequestInfo, error) {
+	if session != "" {
+		id, err := s.resolveSession(ctx, session)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Session = id
+	}
 	res, _, err := s.propose(ctx, cmd, idempotent)
 	if err != nil {
 		return nil, err

@@ -59,22 +59,22 @@ func startService(t *testing.T, cfg raftnode.Config, wrap func(*raftnode.Node) l
 	return svc, node
 }
 
-func session(t *testing.T, svc *lockservice.Service) lockstate.SessionID {
+func session(t *testing.T, svc *lockservice.Service) string {
 	t.Helper()
-	id, _, err := svc.CreateSession(context.Background(), &lockstate.CreateSession{TTL: 30 * time.Second})
+	_, key, err := svc.CreateSession(context.Background(), &lockstate.CreateSession{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return key
 }
 
-func acquire(svc *lockservice.Service, s lockstate.SessionID, name string, wait time.Duration, id string) (*lockstate.RequestInfo, error) {
-	return svc.Acquire(context.Background(), &lockstate.Acquire{Session: s, RequestID: id, Wait: wait,
+func acquire(svc *lockservice.Service, s string, name string, wait time.Duration, id string) (*lockstate.RequestInfo, error) {
+	return svc.Acquire(context.Background(), s, &lockstate.Acquire{RequestID: id, Wait: wait,
 		Locks: []lockstate.LockSpec{{Name: name, Mode: lockstate.Write}}})
 }
 
 // mustAcquire takes name for s at once or fails the test.
-func mustAcquire(t *testing.T, svc *lockservice.Service, s lockstate.SessionID, name, id string) *lockstate.RequestInfo {
+func mustAcquire(t *testing.T, svc *lockservice.Service, s string, name, id string) *lockstate.RequestInfo {
 	t.Helper()
 	info, err := acquire(svc, s, name, 0, id)
 	return mustGrant(t, info, err)

@@ -114,15 +114,19 @@ func (s *Service) Sessions(ctx context.Context, c Consistency, p Page) ([]lockst
 	return out, next, err
 }
 
-// Session returns one session the caller owns, or a session_not_found
-// refusal.
-func (s *Service) Session(ctx context.Context, c Consistency, id lockstate.SessionID) (lockstate.SessionInfo, error) {
+// Session returns the session whose key is session if the caller owns
+// it, or a session_not_found refusal.
+func (s *Service) Session(ctx context.Context, c Consistency, session string) (lockstate.SessionInfo, error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil {
+		return lockstate.SessionInfo{}, err
+	}
 	if err := s.catchUp(ctx, c); err != nil {
 		return lockstate.SessionInfo{}, err
 	}
 	var info lockstate.SessionInfo
 	var ok bool
-	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+	err = s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		if info, ok = t.Session(id); ok && !owns(tok, info.Owner) {
 			return refusal(lockstate.CodeForbidden, "session %s belongs to another token", info.Key)
 		}

@@ -5,7 +5,12 @@
 // cancel after a wait ran out, and read-index. The HTTP API only
 // translates JSON to these calls and their typed answers back.
 //
-// Errors a caller maps to answers (rqlite's store lists them the same way):
+// Clients name a session by its public key; the calls that act on a
+// session take that key and find the table's session themselves.
+//
+// This package owns every error its caller can see, and says what each
+// means (rqlite's store lists them the same way); the API maps only these
+// to answers and imports nothing of raftnode:
 //
 //   - *lockstate.Error: the table (or validation before proposing) refused
 //     the request; its Code is the API's error code. CodeCancelled is the
@@ -13,8 +18,9 @@
 //   - *RetryError: this node cannot tell the request's outcome (no leader,
 //     an unknown outcome, the wait was cut short); the client retries with
 //     the same request id or re-attaches to it.
-//   - errors wrapping raftnode.ErrNoLeader or raftnode.ErrUnknownOutcome,
-//     or a context error: the cluster could not decide in time.
+//   - errors wrapping ErrNoLeader, ErrUnknownOutcome or ErrAnswerLost (see
+//     each), or a context error: the cluster could not decide in time.
+//   - ErrRemoveLeader, from Cluster.RemoveMember.
 package lockservice
 
 import (
@@ -59,6 +65,44 @@ type Node interface {
 }
 
 var _ Node = (*raftnode.Node)(nil)
+
+// The errors of the cluster that reach a caller. They are raftnode's own
+// values, so errors.Is matches them wherever they were wrapped.
+var (
+	// ErrNoLeader: no leader was reachable before the command was sent to
+	// one; nothing was done, and the caller may retry.
+	ErrNoLeader = raftnode.ErrNoLeader
+	// ErrUnknownOutcome: leadership changed while the command was in
+	// flight; it may have been applied.
+	ErrUnknownOutcome = raftnode.ErrUnknownOutcome
+	// ErrAnswerLost: the command was applied, but the leader's answer did
+	// not reach this node; it must not be repeated.
+	ErrAnswerLost = raftnode.ErrAnswerLost
+	// ErrRemoveLeader: RemoveMember named the leader, which must leave
+	// (or lose its leadership) first.
+	ErrRemoveLeader = raftnode.ErrRemoveLeader
+)
+
+// Cluster is the cluster's view that a caller reports besides the lock
+// protocol; *raftnode.Node implements it.
+type Cluster interface {
+	Status() Status
+	Servers() ([]Server, error)
+	RemoveMember(ctx context.Context, id string) error
+	DigestChecks() DigestChecks
+}
+
+var _ Cluster = (*raftnode.Node)(nil)
+
+// Status is a node's raft state as raftnode reports it.
+type Status = raftnode.Status
+
+// Server is one server of the raft configuration.
+type Server = raftnode.Server
+
+// DigestChecks is what the leader's comparison of the nodes' table
+// digests found.
+type DigestChecks = raftnode.DigestChecks
 
 // Config configures a Service.
 type Config struct {

@@ -34,7 +34,7 @@ func TestAcquireWaitsForTheGrantAndTimesOutNamingTheHolder(t *testing.T) {
 		waited <- answer{info, err}
 	}()
 	waitPending(t, svc, "b-wait")
-	if _, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "jobs/x"}); err != nil {
+	if _, err := svc.Release(context.Background(), a, &lockstate.Release{Name: "jobs/x"}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-waited
@@ -63,28 +63,32 @@ func TestInvalidCommandIsRefusedBeforeProposing(t *testing.T) {
 	svc, _ := startService(t, raftnode.Config{}, nil)
 	s := session(t, svc)
 	before := svc.Applied()
-	bad := []lockstate.Command{
-		&lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "a//b", Mode: lockstate.Write}}},
-		&lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Read, Weight: 2}}},
-		&lockstate.CreateSession{TTL: time.Millisecond},
-		&lockstate.Release{Session: s},
-		&lockstate.Surrender{Session: s, Name: ""},
-	}
 	ctx := context.Background()
-	for _, cmd := range bad {
-		var err error
-		switch c := cmd.(type) {
-		case *lockstate.Acquire:
-			_, err = svc.Acquire(ctx, c)
-		case *lockstate.CreateSession:
-			_, _, err = svc.CreateSession(ctx, c)
-		case *lockstate.Release:
-			_, err = svc.Release(ctx, c)
-		case *lockstate.Surrender:
-			_, err = svc.Surrender(ctx, c)
-		}
-		if code(err) != lockstate.CodeInvalid {
-			t.Errorf("%T %+v: %v, want invalid_request", cmd, cmd, err)
+	locks := func(spec lockstate.LockSpec) *lockstate.Acquire {
+		return &lockstate.Acquire{Locks: []lockstate.LockSpec{spec}}
+	}
+	bad := []struct {
+		name string
+		call func() error
+	}{
+		{"acquire a//b", func() error {
+			_, err := svc.Acquire(ctx, s, locks(lockstate.LockSpec{Name: "a//b", Mode: lockstate.Write}))
+			return err
+		}},
+		{"acquire read weight 2", func() error {
+			_, err := svc.Acquire(ctx, s, locks(lockstate.LockSpec{Name: "a", Mode: lockstate.Read, Weight: 2}))
+			return err
+		}},
+		{"session ttl 1ms", func() error {
+			_, _, err := svc.CreateSession(ctx, &lockstate.CreateSession{TTL: time.Millisecond})
+			return err
+		}},
+		{"release nothing", func() error { _, err := svc.Release(ctx, s, &lockstate.Release{}); return err }},
+		{"surrender no name", func() error { _, err := svc.Surrender(ctx, s, &lockstate.Surrender{Name: ""}); return err }},
+	}
+	for _, b := range bad {
+		if err := b.call(); code(err) != lockstate.CodeInvalid {
+			t.Errorf("%s: %v, want invalid_request", b.name, err)
 		}
 	}
 	if after := svc.Applied(); after != before {
@@ -117,7 +121,7 @@ func TestReleaseIsNotRepeatedAfterAnUnknownOutcome(t *testing.T) {
 	a := session(t, svc)
 	mustAcquire(t, svc, a, "re/x", "") // outer
 	mustAcquire(t, svc, a, "re/x", "") // nested: count 2
-	_, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "re/x"})
+	_, err := svc.Release(context.Background(), a, &lockstate.Release{Name: "re/x"})
 	if !errors.Is(err, raftnode.ErrUnknownOutcome) {
 		t.Fatalf("release with a lost answer: %v, want an unknown outcome", err)
 	}
@@ -182,7 +186,7 @@ func TestRequestLongPollAnswersOnGrant(t *testing.T) {
 		info, _ := svc.Request(context.Background(), lockservice.Linearizable, "b-lp", 10*time.Second)
 		polled <- info
 	}()
-	if _, err := svc.Release(context.Background(), &lockstate.Release{Session: a, Name: "lp"}); err != nil {
+	if _, err := svc.Release(context.Background(), a, &lockstate.Release{Name: "lp"}); err != nil {
 		t.Fatal(err)
 	}
 	if info := <-polled; info == nil || info.Status != lockstate.Granted {
@@ -242,5 +246,31 @@ func TestCloseSessionStaysUnknownWhenTheRepeatFindsNoLeader(t *testing.T) {
 	_, err := svc.CloseSession(context.Background(), a)
 	if !errors.Is(err, raftnode.ErrUnknownOutcome) {
 		t.Fatalf("close applied, answer lost, repeats found no leader: %v, want an unknown outcome", err)
+	}
+}
+
+// leaderless is a node that reaches no leader for a read-index.
+type leaderless struct{ lockservice.Node }
+
+func (leaderless) ReadIndex(context.Context) error {
+	return fmt.Errorf("read index: %w", lockservice.ErrNoLeader)
+}
+
+// A session key this node does not know yet cannot be looked up without a
+// leader. Nothing was proposed: an acquire whose client chose its request
+// id is a RetryError for that id (the client repeats it), one without an
+// id is the no-leader error itself.
+func TestAcquireOfAKeyLookedUpWithoutLeaderIsARetry(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{}, func(n *raftnode.Node) lockservice.Node { return leaderless{n} })
+	ctx, spec := context.Background(), []lockstate.LockSpec{{Name: "jobs/x", Mode: lockstate.Write}}
+	const key = "kNotKnownOnThisNode_0001"
+	_, err := svc.Acquire(ctx, key, &lockstate.Acquire{RequestID: "r-1", Locks: spec})
+	var retry *lockservice.RetryError
+	if !errors.As(err, &retry) || retry.RequestID != "r-1" || !errors.Is(err, lockservice.ErrNoLeader) {
+		t.Fatalf("with a request id: %v, want a RetryError for r-1 wrapping ErrNoLeader", err)
+	}
+	_, err = svc.Acquire(ctx, key, &lockstate.Acquire{Locks: spec})
+	if errors.As(err, &retry) || !errors.Is(err, lockservice.ErrNoLeader) {
+		t.Fatalf("without a request id: %v, want ErrNoLeader and no RetryError", err)
 	}
 }

@@ -34,7 +34,11 @@ type Closed struct {
 // pending requests cancelled. After an unknown outcome it is repeated, and
 // a repeat that finds no session means an earlier attempt closed it (what
 // that attempt gave back is then not known: Closed is empty).
-func (s *Service) CloseSession(ctx context.Context, id lockstate.SessionID) (Closed, error) {
+func (s *Service) CloseSession(ctx context.Context, session string) (Closed, error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil {
+		return Closed{}, err
+	}
 	cmd := &lockstate.CloseSession{Session: id}
 	res, _, err := s.propose(ctx, cmd, once)
 	unknown := false // an attempt may have closed it
@@ -79,7 +83,11 @@ type Alive struct {
 // Only the session's owner or a management token may; with ACLs on, the
 // owner is checked after a read-index, so a token deleted before the
 // keepalive began is refused.
-func (s *Service) KeepAlive(ctx context.Context, id lockstate.SessionID) (Alive, error) {
+func (s *Service) KeepAlive(ctx context.Context, session string) (Alive, error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil {
+		return Alive{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProposeTimeout)
 	defer cancel()
 	if err := s.mayUse(ctx, id); err != nil {
@@ -132,8 +140,14 @@ func sessionNotFound(id lockstate.SessionID) error {
 // Release gives back one hold of a name, or one hold of every lock a
 // request was granted, and returns the names released. It is not
 // repeated after an unknown outcome: a second release would count a
-// reentrant hold down once too often.
-func (s *Service) Release(ctx context.Context, cmd *lockstate.Release) ([]string, error) {
+// reentrant hold down once too often. cmd.Session is set from session,
+// the session's key.
+func (s *Service) Release(ctx context.Context, session string, cmd *lockstate.Release) ([]string, error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Session = id
 	res, _, err := s.propose(ctx, cmd, once)
 	if err != nil {
 		return nil, err
@@ -143,8 +157,14 @@ func (s *Service) Release(ctx context.Context, cmd *lockstate.Release) ([]string
 
 // Surrender hands a held lock to its waiters and queues the session
 // again behind them; kept is true when nobody waited and the session
-// keeps it. Not repeated after an unknown outcome.
-func (s *Service) Surrender(ctx context.Context, cmd *lockstate.Surrender) (kept bool, err error) {
+// keeps it. Not repeated after an unknown outcome. cmd.Session is set
+// from session, the session's key.
+func (s *Service) Surrender(ctx context.Context, session string, cmd *lockstate.Surrender) (kept bool, err error) {
+	id, err := s.resolveSession(ctx, session)
+	if err != nil {
+		return false, err
+	}
+	cmd.Session = id
 	res, _, err := s.propose(ctx, cmd, once)
 	if err != nil {
 		return false, err

@@ -1,18 +1,22 @@
-package api
+// Package wire holds the JSON shapes of lockd's HTTP API (docs/api.md):
+// the request and response bodies, and the encodings of their ids,
+// durations and modes. The server's handlers (package api) and the Go
+// client (package api/client) both use these types, so that the two ends
+// cannot drift apart; nothing else lives here, and it imports nothing of
+// lockd.
+//
+// Session ids travel as strings (a bare JSON number is accepted on input,
+// for clients of sessions made before keys), durations as Go duration
+// strings and modes as "read" or "write", so that JavaScript clients never
+// round a 64-bit id and a human can read every field.
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/lockd/lockd/lockstate"
 )
-
-// The JSON shapes of the HTTP API (see docs/api.md). Session ids travel as
-// decimal strings, durations as Go duration strings and modes as "read" or
-// "write", so that JavaScript clients never round a 64-bit id and a human
-// can read every field.
 
 // SessionID is a session's public id: an opaque string (the random key the
 // leader drew; a session made before keys has its number in decimal). A
@@ -63,34 +67,28 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Mode is a lock mode encoded as "read" or "write"; absent means write.
-type Mode lockstate.Mode
+// Mode is a lock mode: "read" (shared) or "write" (exclusive); absent
+// (empty) means write.
+type Mode string
 
-// MarshalJSON encodes the mode as "read" or "write".
-func (m Mode) MarshalJSON() ([]byte, error) {
-	return strconv.AppendQuote(nil, lockstate.Mode(m).String()), nil
-}
+// Lock modes.
+const (
+	Write Mode = "write"
+	Read  Mode = "read"
+)
 
-// UnmarshalJSON accepts "read" or "write" ("" means write).
+// UnmarshalJSON accepts "read", "write" or "" (write).
 func (m *Mode) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("mode %s is not a string", b)
 	}
-	v, err := lockstate.ParseMode(s)
-	if err != nil {
-		return err
+	switch Mode(s) {
+	case "", Read, Write:
+		*m = Mode(s)
+		return nil
 	}
-	*m = Mode(v)
-	return nil
-}
-
-// mode returns the lockstate mode; the zero value (field absent) is write.
-func (m Mode) mode() lockstate.Mode {
-	if m == 0 {
-		return lockstate.Write
-	}
-	return lockstate.Mode(m)
+	return fmt.Errorf("unknown mode %q (want read or write)", s)
 }
 
 // ErrorBody is every error answer: {"error":{"code":"...","message":"..."}}.
@@ -120,7 +118,7 @@ type CreateSessionRequest struct {
 
 // Session describes a session (POST /v1/sessions, GET /v1/sessions[/{id}]).
 type Session struct {
-	ID         SessionID  `json:"id"`
+	ID         string     `json:"id"`
 	Name       string     `json:"name"`
 	TTL        Duration   `json:"ttl"`
 	OnDeadlock string     `json:"on_deadlock"`
@@ -152,14 +150,14 @@ type HeldLock struct {
 
 // KeepAliveResponse answers POST /v1/sessions/{id}/keepalive.
 type KeepAliveResponse struct {
-	ID      SessionID    `json:"id"`
+	ID      string       `json:"id"`
 	TTL     Duration     `json:"ttl"`
 	Revoked []Revocation `json:"revoked"` // as in Session
 }
 
 // CloseSessionResponse answers DELETE /v1/sessions/{id}.
 type CloseSessionResponse struct {
-	ID        SessionID      `json:"id"`
+	ID        string         `json:"id"`
 	Released  []ReleasedLock `json:"released"`
 	Cancelled []string       `json:"cancelled"` // request ids
 }
@@ -192,17 +190,17 @@ type Grant struct {
 
 // AcquireResponse answers a granted acquire (200).
 type AcquireResponse struct {
-	Status    string    `json:"status"` // always "granted"
-	RequestID string    `json:"request_id"`
-	Session   SessionID `json:"session"`
-	Token     uint64    `json:"token"` // the largest token among Granted
-	Granted   []Grant   `json:"granted"`
+	Status    string  `json:"status"` // always "granted"
+	RequestID string  `json:"request_id"`
+	Session   string  `json:"session"`
+	Token     uint64  `json:"token"` // the largest token among Granted
+	Granted   []Grant `json:"granted"`
 }
 
 // Request is the state of an acquire request (GET/DELETE /v1/requests/{id}).
 type Request struct {
 	RequestID string     `json:"request_id"`
-	Session   SessionID  `json:"session"`
+	Session   string     `json:"session"`
 	Status    string     `json:"status"` // pending, granted, timeout, deadlock, cancelled
 	Token     uint64     `json:"token,omitempty"`
 	Granted   []Grant    `json:"granted"`
@@ -253,7 +251,7 @@ type Lock struct {
 
 // Holder is one hold on a lock.
 type Holder struct {
-	Session SessionID `json:"session"`
+	Session string    `json:"session"`
 	Mode    Mode      `json:"mode"`
 	Weight  int       `json:"weight"`
 	Count   int       `json:"count"`
@@ -263,10 +261,10 @@ type Holder struct {
 
 // Waiter is one queued request on a lock, in arrival order.
 type Waiter struct {
-	Session   SessionID `json:"session"`
-	RequestID string    `json:"request_id"`
-	Mode      Mode      `json:"mode"`
-	Weight    int       `json:"weight"`
+	Session   string `json:"session"`
+	RequestID string `json:"request_id"`
+	Mode      Mode   `json:"mode"`
+	Weight    int    `json:"weight"`
 }
 
 // CheckResponse answers GET /v1/check.
@@ -316,70 +314,46 @@ type Member struct {
 	Status     string `json:"status"` // gossip status ("alive", "suspect", "dead", "left"), "unknown" when gossip has not seen it
 }
 
-// ---- conversions from lockstate views ----------------------------------
-
-// clockTime converts a table-clock instant (Unix nanoseconds on the
-// leader's clock) to a time; 0 stays the zero time.
-func clockTime(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
+// Rule is one prefix rule of a token.
+type Rule struct {
+	Prefix string `json:"prefix"`
+	Access string `json:"access"` // read, write or admin
 }
 
-func sessionJSON(si lockstate.SessionInfo) Session {
-	s := Session{ID: SessionID(si.Key), Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
-		Ordered: si.Ordered, LockDelay: Duration(si.LockDelay), Held: make([]HeldLock, len(si.Held)), Pending: si.Pending}
-	for i, h := range si.Held {
-		s.Held[i] = HeldLock{Name: h.Name, Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count, Token: h.Token,
-			Expires: clockTime(h.Expires)}
-	}
-	if s.Pending == nil {
-		s.Pending = []string{}
-	}
-	return s
+// Token describes a token; Secret only in the answer that created it.
+type Token struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret,omitempty"`
+	Name   string `json:"name"`
+	Rules  []Rule `json:"rules"`
 }
 
-func revocationsJSON(rs []lockstate.Revocation) []Revocation {
-	out := make([]Revocation, len(rs))
-	for i, r := range rs {
-		out[i] = Revocation{Name: r.Name, Token: r.Token, Index: r.Index}
-	}
-	return out
+// CreateTokenRequest is the body of POST /v1/acl/tokens.
+type CreateTokenRequest struct {
+	Name  string `json:"name"`
+	Rules []Rule `json:"rules"`
 }
 
-func lockJSON(li lockstate.LockInfo) Lock {
-	l := Lock{Name: li.Name, Version: li.Version, Limit: li.Limit, DelayedUntil: clockTime(li.DelayedUntil),
-		Holders: make([]Holder, len(li.Holders)), Waiters: make([]Waiter, len(li.Waiters))}
-	for i, h := range li.Holders {
-		l.Holders[i] = Holder{Session: SessionID(h.Key), Mode: Mode(h.Mode), Weight: h.Weight, Count: h.Count,
-			Token: h.Token, Expires: clockTime(h.Expires)}
-	}
-	for i, w := range li.Waiters {
-		l.Waiters[i] = Waiter{Session: SessionID(w.Key), RequestID: w.RequestID, Mode: Mode(w.Mode), Weight: w.Weight}
-	}
-	return l
+// RevokeRequest is the body of POST /v1/revoke.
+type RevokeRequest struct {
+	Name string `json:"name"`
 }
 
-func grantsJSON(gs []lockstate.Grant) []Grant {
-	out := make([]Grant, len(gs))
-	for i, g := range gs {
-		out[i] = Grant{Name: g.Name, Mode: Mode(g.Mode), Weight: g.Weight, Token: g.Token}
-	}
-	return out
+// RevokedHold is one hold a revoke released.
+type RevokedHold struct {
+	Session string `json:"session"`
+	Name    string `json:"name"`
+	Token   uint64 `json:"token"`
 }
 
-func requestJSON(ri *lockstate.RequestInfo) Request {
-	r := Request{RequestID: ri.ID, Session: SessionID(lockstate.PublicID(ri.Session, ri.Key)), Status: string(ri.Status), Token: ri.Token,
-		Granted: grantsJSON(ri.Granted), Locks: make([]LockSpec, len(ri.Locks)),
-		Created: ri.Created, Ended: ri.Ended, Deadline: clockTime(ri.Deadline)}
-	for i, sp := range ri.Locks {
-		r.Locks[i] = LockSpec{Name: sp.Name, Mode: Mode(sp.Mode), Weight: sp.Weight, Limit: sp.Limit}
-	}
-	return r
+// RevokeResponse answers POST /v1/revoke.
+type RevokeResponse struct {
+	Revoked []RevokedHold `json:"revoked"`
 }
 
-func grantedJSON(ri *lockstate.RequestInfo) AcquireResponse {
-	return AcquireResponse{Status: string(lockstate.Granted), RequestID: ri.ID, Session: SessionID(lockstate.PublicID(ri.Session, ri.Key)),
-		Token: ri.Token, Granted: grantsJSON(ri.Granted)}
+// WaitEdge is one edge of the wait-for graph: session From waits for a
+// lock that session To holds.
+type WaitEdge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }

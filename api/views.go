@@ -1,0 +1,85 @@
+package api
+
+import (
+	"time"
+
+	"github.com/lockd/lockd/api/wire"
+	"github.com/lockd/lockd/lockstate"
+)
+
+// The table's views (lockstate) as the JSON shapes of the HTTP API
+// (package wire).
+
+// modeOf is a wire mode in the table's terms; absent (empty) is write.
+func modeOf(m wire.Mode) lockstate.Mode {
+	if m == wire.Read {
+		return lockstate.Read
+	}
+	return lockstate.Write
+}
+
+// clockTime converts a table-clock instant (Unix nanoseconds on the
+// leader's clock) to a time; 0 stays the zero time.
+func clockTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+func sessionJSON(si lockstate.SessionInfo) wire.Session {
+	s := wire.Session{ID: si.Key, Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: wire.Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
+		Ordered: si.Ordered, LockDelay: wire.Duration(si.LockDelay), Held: make([]wire.HeldLock, len(si.Held)), Pending: si.Pending}
+	for i, h := range si.Held {
+		s.Held[i] = wire.HeldLock{Name: h.Name, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count, Token: h.Token,
+			Expires: clockTime(h.Expires)}
+	}
+	if s.Pending == nil {
+		s.Pending = []string{}
+	}
+	return s
+}
+
+func revocationsJSON(rs []lockstate.Revocation) []wire.Revocation {
+	out := make([]wire.Revocation, len(rs))
+	for i, r := range rs {
+		out[i] = wire.Revocation{Name: r.Name, Token: r.Token, Index: r.Index}
+	}
+	return out
+}
+
+func lockJSON(li lockstate.LockInfo) wire.Lock {
+	l := wire.Lock{Name: li.Name, Version: li.Version, Limit: li.Limit, DelayedUntil: clockTime(li.DelayedUntil),
+		Holders: make([]wire.Holder, len(li.Holders)), Waiters: make([]wire.Waiter, len(li.Waiters))}
+	for i, h := range li.Holders {
+		l.Holders[i] = wire.Holder{Session: h.Key, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count,
+			Token: h.Token, Expires: clockTime(h.Expires)}
+	}
+	for i, w := range li.Waiters {
+		l.Waiters[i] = wire.Waiter{Session: w.Key, RequestID: w.RequestID, Mode: wire.Mode(w.Mode.String()), Weight: w.Weight}
+	}
+	return l
+}
+
+func grantsJSON(gs []lockstate.Grant) []wire.Grant {
+	out := make([]wire.Grant, len(gs))
+	for i, g := range gs {
+		out[i] = wire.Grant{Name: g.Name, Mode: wire.Mode(g.Mode.String()), Weight: g.Weight, Token: g.Token}
+	}
+	return out
+}
+
+func requestJSON(ri *lockstate.RequestInfo) wire.Request {
+	r := wire.Request{RequestID: ri.ID, Session: lockstate.PublicID(ri.Session, ri.Key), Status: string(ri.Status), Token: ri.Token,
+		Granted: grantsJSON(ri.Granted), Locks: make([]wire.LockSpec, len(ri.Locks)),
+		Created: ri.Created, Ended: ri.Ended, Deadline: clockTime(ri.Deadline)}
+	for i, sp := range ri.Locks {
+		r.Locks[i] = wire.LockSpec{Name: sp.Name, Mode: wire.Mode(sp.Mode.String()), Weight: sp.Weight, Limit: sp.Limit}
+	}
+	return r
+}
+
+func grantedJSON(ri *lockstate.RequestInfo) wire.AcquireResponse {
+	return wire.AcquireResponse{Status: string(lockstate.Granted), RequestID: ri.ID, Session: lockstate.PublicID(ri.Session, ri.Key),
+		Token: ri.Token, Granted: grantsJSON(ri.Granted)}
+}

@@ -1,0 +1,53 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEncodings: the shapes docs/api.md documents, byte for byte, and the
+// inputs each encoding refuses.
+func TestEncodings(t *testing.T) {
+	ttl := Duration(10 * time.Second)
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"acquire", AcquireRequest{Session: "k1", Locks: []LockSpec{{Name: "a", Mode: Read}}, Wait: Duration(1500 * time.Millisecond)},
+			`{"session":"k1","locks":[{"name":"a","mode":"read"}],"wait":"1.5s"}`},
+		{"session", CreateSessionRequest{TTL: &ttl}, `{"ttl":"10s"}`},
+		{"grant", AcquireResponse{Status: "granted", RequestID: "r", Session: "k1", Token: 7,
+			Granted: []Grant{{Name: "a", Mode: Write, Weight: 1, Token: 7}}},
+			`{"status":"granted","request_id":"r","session":"k1","token":7,"granted":[{"name":"a","mode":"write","weight":1,"token":7}]}`},
+		{"error", ErrorBody{Error: ErrorDetail{Code: "no_leader", Message: "m", NotApplied: true}},
+			`{"error":{"code":"no_leader","message":"m","not_applied":true}}`},
+	} {
+		b, err := json.Marshal(tc.v)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%s: %s, %v; want %s", tc.name, b, err, tc.want)
+		}
+	}
+}
+
+func TestDecodings(t *testing.T) {
+	var req AcquireRequest
+	if err := json.Unmarshal([]byte(`{"session":42,"locks":[{"name":"a"}],"wait":"2s"}`), &req); err != nil ||
+		req.Session != "42" || req.Locks[0].Mode != "" || req.Wait != Duration(2*time.Second) {
+		t.Fatalf("%+v, %v: want session 42 (a number of an old session), mode absent, wait 2s", req, err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"session":"k","locks":[{"name":"a","mode":"exclusive"}]}`, `unknown mode "exclusive"`},
+		{`{"session":"k","locks":[{"name":"a","mode":2}]}`, "mode 2 is not a string"},
+		{`{"session":"k","locks":[],"wait":10}`, "not a Go duration string"},
+		{`{"session":"k","locks":[],"wait":"10 s"}`, "bad duration"},
+		{`{"session":true,"locks":[]}`, "is not a string"},
+	} {
+		err := json.Unmarshal([]byte(tc.body), &req)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.body, err, tc.want)
+		}
+	}
+}
