@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -74,6 +75,19 @@ func (f *TLSFlags) Set() bool { return f.CACert != "" || f.ClientCert != "" || f
 // Config is TLSConfig of the files the flags name; nil for plain HTTP.
 func (f *TLSFlags) Config() (*tls.Config, error) {
 	return TLSConfig(f.CACert, f.ClientCert, f.ClientKey)
+}
+
+// ErrHTTPSRequired is the error of a call the client made in plain HTTP
+// to a node that speaks HTTPS: the client was given no CA certificate
+// (nor a client certificate), so it did not know to use TLS. It is a
+// configuration error, not a failure of the node, and is not retried.
+var ErrHTTPSRequired = errors.New("the node speaks HTTPS, this client spoke plain HTTP: " +
+	"give it the cluster's CA certificate (" + EnvCACert + "=ca.pem, or WithTLS; lockctl and lockd: --ca-cert)")
+
+// httpsRequired reports whether a plain-HTTP answer of status with body b
+// is Go's TLS server telling a plain-HTTP client to use TLS.
+func httpsRequired(status int, b []byte) bool {
+	return status == http.StatusBadRequest && bytes.Contains(b, []byte("HTTP request to an HTTPS server"))
 }
 
 // HTTPClient returns the HTTP client c sends its calls with, TLS config

@@ -73,7 +73,7 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		var ae *Error
 		isAPI := errors.As(err, &ae)
-		if (isAPI && ae.Code != CodeNoLeader) || isTLSRefusal(err) {
+		if (isAPI && ae.Code != CodeNoLeader) || isTLSRefusal(err) || errors.Is(err, ErrHTTPSRequired) {
 			return err // a definite answer
 		}
 		// The node failed us (down, unreachable, or without a leader):
@@ -138,6 +138,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20)) // a session closed with 100k holds lists them all
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: reading answer: %w", c.method, c.path, base, err)
+	}
+	if resp.StatusCode/100 != 2 && resp.TLS == nil && httpsRequired(resp.StatusCode, b) {
+		return fmt.Errorf("%s: %w", base, ErrHTTPSRequired)
 	}
 	if resp.StatusCode/100 != 2 {
 		return decodeError(resp.StatusCode, b)

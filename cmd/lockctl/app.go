@@ -27,6 +27,7 @@ const (
 	exitSessionLost = 74 // session lost, or the lock revoked, while the command ran
 	exitLimit       = 75 // EX_TEMPFAIL: a configured limit refused the request
 	exitNoPerm      = 77 // EX_NOPERM: no valid token, or the token does not allow it
+	exitConfig      = 78 // EX_CONFIG: lockctl's own configuration is wrong (a node speaks HTTPS, no --ca-cert)
 	exitCannotExec  = 126
 	exitNotFound    = 127
 	exitSignalBase  = 128
@@ -80,7 +81,8 @@ Every command takes these flags, after the command or before it
   --client-cert FILE   speak HTTPS, presenting this client certificate, for nodes
   --client-key FILE    run with --tls-client-auth (default $LOCKD_CLIENT_CERT and
                        $LOCKD_CLIENT_KEY)
-  --token SECRET       ACL token sent as Authorization: Bearer (default $LOCKD_TOKEN)
+  --token SECRET       ACL token sent as Authorization: Bearer (default $LOCKD_TOKEN;
+                       the secret is never printed)
   --timeout D          give up on the cluster after D, retries included, with the
                        cluster's last answer as the reason (default 10s; lock:
                        after --wait)
@@ -101,6 +103,7 @@ Exit codes:
           command was stopped)
   75      a configured limit refused the request (sessions, holds, waiters, waits)
   77      no valid token (unauthorized), or the token does not allow it (forbidden)
+  78      configuration error: e.g. the node speaks HTTPS and no --ca-cert was given
   126     lock: the command could not be started
   127     lock: the command was not found
   128+N   lock: the command was killed by signal N (or lockctl was, before it started)
@@ -114,7 +117,7 @@ type env struct {
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
 	tls     client.TLSFlags
-	token   string        // ACL secret; "" for none
+	token   client.TokenFlag // ACL secret; never printed
 	timeout time.Duration // bounds each call to the cluster (lock: beyond --wait)
 	json    bool
 }
@@ -232,7 +235,7 @@ func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
 	}
 	fs.StringVar(&e.addr, "addr", addr, "comma-separated lockd addresses (host:port or http(s)://host:port; env "+client.EnvAddr+")")
 	e.tls.Register(fs)
-	fs.StringVar(&e.token, "token", os.Getenv(client.EnvToken), "ACL token `SECRET`, sent as Authorization: Bearer (env "+client.EnvToken+")")
+	e.token.Register(fs)
 	e.timeout = defaultTimeout
 	if name != "watch" { // watch's own --timeout says how long to watch
 		fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock: after --wait), with the last reason")
@@ -288,7 +291,7 @@ func (e *env) client() (*client.Client, error) {
 	if len(eps) == 0 {
 		return nil, errors.New("--addr: no address")
 	}
-	c, err := client.NewWith(eps, client.WithTLS(cfg), client.WithToken(e.token), client.WithRetryPolicy(e.retryPolicy()))
+	c, err := client.NewWith(eps, client.WithTLS(cfg), client.WithToken(e.token.Secret()), client.WithRetryPolicy(e.retryPolicy()))
 	if err != nil {
 		return nil, fmt.Errorf("--addr: %w", err)
 	}
@@ -308,7 +311,11 @@ func (e *env) fail(cmd string, err error) int {
 // repeat "lockd"), the error itself otherwise.
 func reason(err error) string {
 	var ae *client.Error
-	if errors.As(err, &ae) && ae.HTTPStatus != 0 {
+	switch {
+	case errors.Is(err, client.ErrHTTPSRequired):
+		return "the node speaks HTTPS and lockctl spoke plain HTTP: pass --ca-cert FILE (or set " +
+			client.EnvCACert + ") with the cluster's CA certificate"
+	case errors.As(err, &ae) && ae.HTTPStatus != 0:
 		return ae.Code + ": " + ae.Message
 	}
 	return err.Error()
@@ -319,6 +326,8 @@ func exitCode(err error) int {
 	var nerr net.Error
 	var uerr *url.Error
 	switch {
+	case errors.Is(err, client.ErrHTTPSRequired):
+		return exitConfig
 	case errors.Is(err, client.ErrNoLeader), errors.As(err, &uerr), errors.As(err, &nerr):
 		return exitUnavailable
 	case errors.Is(err, client.ErrTimeout):
@@ -350,6 +359,8 @@ func cause(code int) string {
 		return "not allowed"
 	case exitLimit:
 		return "over a limit"
+	case exitConfig:
+		return "configuration"
 	}
 	return "error"
 }

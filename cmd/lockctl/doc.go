@@ -139,6 +139,8 @@ See docs/cli.md for every command and flag, with examples.
 	         holds, waiters, waits: 429 limit_exceeded)
 	77       no valid token (401 unauthorized: none, unknown or deleted), or
 	         the token does not allow the request (403 forbidden)
+	78       configuration error: the node speaks HTTPS and lockctl was
+	         given no --ca-cert (LOCKD_CACERT)
 	126      lock: the command could not be started
 	127      lock: the command was not found
 	128+N    lock: the command was killed by signal N, or lockctl was

@@ -33,7 +33,7 @@ func (e *env) raw() (*rawAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawAPI{endpoints: c.Endpoints(), hc: c.HTTPClient(), token: e.token}, nil
+	return &rawAPI{endpoints: c.Endpoints(), hc: c.HTTPClient(), token: e.token.Secret()}, nil
 }
 
 // lockPath is /v1/locks/NAME with each segment of NAME escaped.

@@ -55,7 +55,7 @@ func TestTLSFlags(t *testing.T) {
 			exitUnavailable, "certificate required"},
 		{"no CA", []string{"session", "list", "--addr", addr, "--client-cert", f.Cert, "--client-key", f.Key}, false,
 			exitUnavailable, "failed to verify certificate"},
-		{"plain http", []string{"status", "--addr", addr}, false, exitInternal, "HTTP request to an HTTPS server"},
+		{"plain http", []string{"status", "--addr", addr}, false, exitConfig, "pass --ca-cert FILE (or set LOCKD_CACERT)"},
 		{"key missing", []string{"status", "--addr", addr, "--client-cert", f.Cert}, false,
 			exitUsage, "--client-key"},
 	} {
