@@ -118,7 +118,7 @@ type env struct {
 	// plain HTTP.
 	tls     client.TLSFlags
 	token   client.TokenFlag // ACL secret; never printed
-	timeout time.Duration // bounds each call to the cluster (lock: beyond --wait)
+	timeout time.Duration    // bounds each call to the cluster (lock: beyond --wait)
 	json    bool
 }
 
