@@ -28,6 +28,19 @@ func open(r *http.Request) bool {
 	return true
 }
 
+// certOperator reports whether r, without a token, asks an operator
+// endpoint (leave, member removal) with a client certificate the TLS
+// handshake verified against the cluster's CA, under
+// Config.OperatorCert: such a request needs no token (docs/security.md,
+// "Operator endpoints need a certificate or a management token").
+func (s *Server) certOperator(r *http.Request) bool {
+	if !s.cfg.OperatorCert || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	return (r.Method == http.MethodPost && r.URL.Path == "/v1/agent/leave") ||
+		(r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/members/"))
+}
+
 // bearer returns the secret of an "Authorization: Bearer" header.
 func bearer(r *http.Request) (secret string, ok bool, err error) {
 	h := r.Header.Get("Authorization")
@@ -51,6 +64,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		switch {
 		case err != nil:
 			s.writeError(w, r, err)
+			return
+		case !has && s.certOperator(r):
+			next.ServeHTTP(w, r) // mayOperate lets the certificate through
 			return
 		case !has && (s.cfg.ACL || s.locks.Bootstrapped()) && !open(r):
 			s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized,

@@ -66,8 +66,9 @@ func say(quiet bool, format string, args ...any) {
 // nodeConn is how health and leave reach a node: --addr and the TLS
 // flags.
 type nodeConn struct {
-	addr string
-	tls  client.TLSFlags
+	addr  string
+	tls   client.TLSFlags
+	token client.TokenFlag
 }
 
 // nodeTLSEnv names the node's own TLS files (its --tls-ca, --tls-cert and
@@ -80,11 +81,14 @@ var nodeTLSEnv = struct{ ca, cert, key string }{"LOCKD_TLS_CA", "LOCKD_TLS_CERT"
 func (n *nodeConn) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.addr, "addr", "127.0.0.1:7001", "HTTP address of the node")
 	n.tls.Register(fs)
+	n.token.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "Without --ca-cert, --client-cert and --client-key (and their env), the node's\n"+
-			"own files in $%s, $%s and $%s are used, if set.\n", nodeTLSEnv.ca, nodeTLSEnv.cert, nodeTLSEnv.key)
+			"own files in $%s, $%s and $%s are used, if set. On a cluster with --acl,\n"+
+			"leave needs that certificate, an operator's client certificate or a management token.\n",
+			nodeTLSEnv.ca, nodeTLSEnv.cert, nodeTLSEnv.key)
 	}
 }
 
@@ -111,6 +115,9 @@ func (n *nodeConn) call(method, path string, timeout time.Duration, out any) err
 	req, err := http.NewRequest(method, scheme+"://"+n.addr+path, nil)
 	if err != nil {
 		return err
+	}
+	if secret := n.token.Secret(); secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 // node is one lockd process: its flags, data dir and log survive restarts.
 type node struct {
 	id, dataDir, logPath       string
+	dir                        string // the process's working directory; "" for the test's
 	httpAddr, raftAddr, gossip string
 	args                       []string
 	mu                         sync.Mutex
@@ -141,7 +142,7 @@ func (c *cluster) start(nd *node) {
 	fmt.Fprintf(logf, "===== e2e: start #%d of %s at %s: lockd %s\n", nd.starts, nd.id,
 		time.Now().Format(time.RFC3339Nano), strings.Join(nd.args, " "))
 	cmd := exec.Command(lockdBin, nd.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, nd.dir
 	if err := lockdtest.Start(cmd); err != nil {
 		c.t.Fatalf("start %s: %v", nd.id, err)
 	}
@@ -168,6 +169,15 @@ func (c *cluster) kill(nd *node) {
 		c.t.Fatal(err)
 	}
 	c.api.tr.CloseIdleConnections()
+}
+
+// exits tells the cluster that nd is about to exit by itself (it was
+// asked to leave); the returned channel is closed once it has.
+func (nd *node) exits() <-chan struct{} {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	nd.cmd = nil
+	return nd.exited
 }
 
 func (nd *node) kill(within time.Duration) error {
