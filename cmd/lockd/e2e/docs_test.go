@@ -320,3 +320,49 @@ func (d *docPage) run(where string, cmd *exec.Cmd, dir string, env []string) {
 		d.t.Logf("%s: ok\n%s", where, out)
 	}
 }
+
+// TestLeaveWithTheNodesCertificate is `docker-compose exec -T n3 /lockd
+// leave` on the compose cluster (ACLs on): inside the container lockd
+// leave has no token, only the node's own files in LOCKD_TLS_*, and that
+// is enough; without a certificate or a token it is refused.
+func TestLeaveWithTheNodesCertificate(t *testing.T) {
+	needBinary(t)
+	d := &docPage{t: t, work: t.TempDir(), hostAddrs: map[string]string{}}
+	d.composeCluster()
+	n3 := d.compose.byID("n3")
+	f := func(name string) string { return filepath.Join(d.work, "certs", name) }
+	leave := func(env ...string) (string, error) {
+		cmd := exec.Command(lockdBin, "leave", "--addr", n3.httpAddr)
+		cmd.Env = d.baseEnv(env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := leave("LOCKD_TLS_CA=" + f("ca.pem"))
+	if err == nil || !strings.Contains(out, "401") {
+		t.Fatalf("leave without a certificate or a token: %v, %s; want a 401 refusal", err, out)
+	}
+	exited := n3.exits()
+	if out, err := leave("LOCKD_TLS_CA="+f("ca.pem"), "LOCKD_TLS_CERT="+f("n3.pem"), "LOCKD_TLS_KEY="+f("n3-key.pem")); err != nil {
+		t.Fatalf("leave with the node's own certificate: %v\n%s", err, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(90 * time.Second):
+		t.Fatal("n3 did not stop within 90s of leaving")
+	}
+	rest := d.compose.others(n3)
+	eventually(t, 60*time.Second, "n3 gone from the configuration", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := d.compose.api.status(ctx, rest[0].httpAddr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range st.Members {
+			if m.ID == "n3" && m.Voter {
+				return false, fmt.Sprintf("%+v", st.Members)
+			}
+		}
+		return true, ""
+	})
+}
