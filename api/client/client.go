@@ -13,6 +13,13 @@
 //	// ... work, passing g.Token to the resources it writes ...
 //	err = s.Unlock(ctx, "jobs/backup")
 //
+// Whole programs — a mutex, a semaphore, fencing tokens, a multi-lock —
+// are the package's examples (api/client/example_test.go, also shown by
+// pkg.go.dev and godoc; `go doc` does not show examples): each talks to the
+// cluster LOCKD_ADDR names, e.g. a dev node started with `go run
+// ./cmd/lockd --dev` (LOCKD_ADDR=127.0.0.1:7001), and `go test -run
+// Example ./api/client` runs them against a dev node of its own.
+//
 // # Retries and failover
 //
 // When a call fails because the node is unreachable or answers

@@ -1,5 +1,14 @@
 package client_test
 
+// The examples are programs of a user of the client: each talks to the
+// cluster that LOCKD_ADDR names (with LOCKD_TOKEN and LOCKD_CACERT when
+// that cluster needs them), such as a dev node started with
+//
+//	go run ./cmd/lockd --dev     # LOCKD_ADDR=127.0.0.1:7001
+//
+// Their test run (go test ./api/client) starts a dev node of its own and
+// points LOCKD_ADDR at it (TestMain).
+
 import (
 	"context"
 	"errors"
@@ -12,11 +21,8 @@ import (
 
 // A mutex: one holder at a time, kept while the session lives.
 func Example_mutex() {
-	addr, stop := exampleServer() // a single dev node, like `lockd --dev`
-	defer stop()
-
 	ctx := context.Background()
-	c, err := client.New(addr)
+	c, err := client.New() // the cluster LOCKD_ADDR names; LOCKD_TOKEN and LOCKD_CACERT as it needs
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,11 +65,8 @@ func Example_mutex() {
 
 // A semaphore: at most limit permits are held at once.
 func Example_semaphore() {
-	addr, stop := exampleServer()
-	defer stop()
-
 	ctx := context.Background()
-	c, err := client.New(addr)
+	c, err := client.New() // the cluster LOCKD_ADDR names; LOCKD_TOKEN and LOCKD_CACERT as it needs
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,11 +95,8 @@ func Example_semaphore() {
 
 // Fencing tokens: a resource accepts writes only from the current holder.
 func Example_fencingToken() {
-	addr, stop := exampleServer()
-	defer stop()
-
 	ctx := context.Background()
-	c, err := client.New(addr)
+	c, err := client.New() // the cluster LOCKD_ADDR names; LOCKD_TOKEN and LOCKD_CACERT as it needs
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -133,11 +133,8 @@ func Example_fencingToken() {
 
 // Multi-lock: a majority of three replicas, granted atomically.
 func Example_multiLock() {
-	addr, stop := exampleServer()
-	defer stop()
-
 	ctx := context.Background()
-	c, err := client.New(addr)
+	c, err := client.New() // the cluster LOCKD_ADDR names; LOCKD_TOKEN and LOCKD_CACERT as it needs
 	if err != nil {
 		log.Fatal(err)
 	}

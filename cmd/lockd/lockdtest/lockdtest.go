@@ -98,8 +98,14 @@ func ReapAll() int {
 // the tests, fails the run if any started process was still running (and
 // kills it), and removes the binaries. name prefixes its messages.
 func Main(m *testing.M, name string, bins map[string]*string) {
+	os.Exit(Run(m, name, bins))
+}
+
+// Run is Main returning the exit code instead of exiting, for a TestMain
+// that has something of its own to stop afterwards.
+func Run(m *testing.M, name string, bins map[string]*string) int {
 	flag.Parse()
-	os.Exit(run(m, name, bins))
+	return run(m, name, bins)
 }
 
 func run(m *testing.M, name string, bins map[string]*string) int {
