@@ -255,9 +255,31 @@ func (e *env) note(fs *flag.FlagSet, text string) {
 	}
 }
 
-// parse parses args into fs; ok is false with the exit code to return
-// (0 for --help).
+// parse parses args into fs, flags before, between and after the
+// arguments alike (get NAME --json is get --json NAME); after "--" every
+// word is an argument. ok is false with the exit code to return (0 for
+// --help).
 func (e *env) parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	head, tail := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		head, tail = args[:i], args[i:]
+	}
+	var words []string
+	for {
+		if code, ok := e.parseHead(fs, head); !ok {
+			return code, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words, head = append(words, fs.Arg(0)), fs.Args()[1:]
+	}
+	// Leave the arguments in fs, as fs.Args(): none of words is a flag.
+	return e.parseHead(fs, append(words, tail...))
+}
+
+// parseHead parses the flags before the first argument of args into fs.
+func (e *env) parseHead(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false

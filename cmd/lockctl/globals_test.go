@@ -74,3 +74,32 @@ func TestLockSaysWhereItWaits(t *testing.T) {
 	}
 	_ = holder
 }
+
+// TestFlagsAfterArguments: every subcommand but lock takes its flags
+// before, between and after its arguments; after "--" all are arguments.
+func TestFlagsAfterArguments(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		json bool
+		args []string
+		code int // when the parse fails
+	}{
+		{in: []string{"NAME", "--json"}, json: true, args: []string{"NAME"}},
+		{in: []string{"--json", "NAME"}, json: true, args: []string{"NAME"}},
+		{in: []string{"a", "--json", "b"}, json: true, args: []string{"a", "b"}},
+		{in: []string{"a", "b"}, args: []string{"a", "b"}},
+		{in: []string{"a", "--", "--json"}, args: []string{"a", "--", "--json"}},
+		{in: []string{"a", "--nope"}, code: exitUsage},
+		{in: []string{"a", "--help"}, code: exitOK},
+	} {
+		e := &env{stdout: new(strings.Builder), stderr: new(strings.Builder)}
+		fs := e.flags("get", "get [--json] NAME", true)
+		code, ok := e.parse(fs, c.in)
+		switch {
+		case !ok && (c.args != nil || code != c.code):
+			t.Errorf("%q: parse failed with %d, want %d", c.in, code, c.code)
+		case ok && (c.args == nil || e.json != c.json || !reflect.DeepEqual(fs.Args(), c.args)):
+			t.Errorf("%q: --json %v, args %q; want %v, %q", c.in, e.json, fs.Args(), c.json, c.args)
+		}
+	}
+}

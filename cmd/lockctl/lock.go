@@ -91,7 +91,9 @@ func runLock(e *env, args []string) int {
 		usage()
 		fmt.Fprint(e.stderr, lockHelp)
 	}
-	if code, ok := e.parse(fs, args); !ok {
+	// Flags before NAME here; those between NAME and "--" are parsed by
+	// commandAfterName (what follows NAME may be the command itself).
+	if code, ok := e.parseHead(fs, args); !ok {
 		return code
 	}
 	rest := fs.Args()
