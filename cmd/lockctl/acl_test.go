@@ -60,6 +60,10 @@ func TestACLCommands(t *testing.T) {
 		_, out, _ := lockctl(t, addr, "get", "jobs/x")
 		return strings.Contains(out, "write")
 	})
+	code, out, stderr = lockctl(t, addr, "locks")
+	if code != exitOK || !strings.Contains(out, "jobs/x") || !strings.Contains(stderr, "only the names this token may read") {
+		t.Fatalf("locks with a narrow token: exit %d, want the note that the listing is limited:\n%s%s", code, out, stderr)
+	}
 	if code, _, _ := lockctl(t, addr, "revoke", "jobs/x"); code != exitNoPerm {
 		t.Fatalf("revoke with a write token: exit %d, want %d", code, exitNoPerm)
 	}

@@ -121,6 +121,7 @@ func runLocks(e *env, args []string) int {
 			}
 			return printJSON(e.stdout, locks)
 		}
+		names := sessionNames(ctx, c, *stale)
 		w := table(e.stdout)
 		fmt.Fprintln(w, "NAME\tMODE\tHOLDERS\tWAITERS\tTOKEN\tLIMIT\tVERSION")
 		for _, l := range locks {
@@ -130,7 +131,7 @@ func runLocks(e *env, args []string) int {
 			for _, h := range l.Holders {
 				mode = h.Mode
 				token = max(token, h.Token)
-				holders = append(holders, h.Session)
+				holders = append(holders, names.label(h.Session))
 			}
 			tok := "-"
 			if token > 0 {
@@ -140,6 +141,10 @@ func runLocks(e *env, args []string) int {
 				orDash(strings.Join(holders, ",")), len(l.Waiters), tok, l.Limit, l.Version)
 		}
 		w.Flush()
+		if e.token.Secret() != "" {
+			fmt.Fprintln(e.stderr, "note: only the names this token may read are listed (all of them for a management "+
+				"token), and only its own sessions are named")
+		}
 		return exitOK
 	})
 }
@@ -172,19 +177,47 @@ func runGet(e *env, args []string) int {
 		fmt.Fprintf(w, "Limit:\t%d\n", l.Limit)
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "HOLDER SESSION\tMODE\tWEIGHT\tCOUNT\tTOKEN")
+		names := sessionNames(ctx, c, *stale)
 		for _, h := range l.Holders {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", h.Session, h.Mode, h.Weight, h.Count, h.Token)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", names.label(h.Session), h.Mode, h.Weight, h.Count, h.Token)
 		}
 		if len(l.Waiters) > 0 {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "WAITER SESSION\tMODE\tWEIGHT\tREQUEST")
 			for _, q := range l.Waiters {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", q.Session, q.Mode, q.Weight, q.RequestID)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", names.label(q.Session), q.Mode, q.Weight, q.RequestID)
 			}
 		}
 		w.Flush()
 		return exitOK
 	})
+}
+
+// sessionNamer names sessions by id: the names the session creators gave
+// (lockctl lock names its sessions after the command).
+type sessionNamer map[string]string
+
+// sessionNames are the names of the sessions the caller may see (with a
+// token: its own; a management token: all); none when they cannot be
+// read, which leaves the listing as it is.
+func sessionNames(ctx context.Context, c *client.Client, stale bool) sessionNamer {
+	ss, err := c.Sessions(ctx, readOpts(stale)...)
+	if err != nil {
+		return nil
+	}
+	names := sessionNamer{}
+	for _, s := range ss {
+		names[s.ID] = s.Name
+	}
+	return names
+}
+
+// label is id with its session's name, "ID (name)", or the id alone.
+func (n sessionNamer) label(id string) string {
+	if name := n[id]; name != "" {
+		return fmt.Sprintf("%s (%s)", id, name)
+	}
+	return id
 }
 
 func runCheck(e *env, args []string) int {

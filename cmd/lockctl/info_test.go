@@ -50,14 +50,18 @@ func TestInfoCommands(t *testing.T) {
 
 	t.Run("locks", func(t *testing.T) {
 		code, out, stderr := lockctl(t, addr, "locks", "--prefix", "jobs/")
-		if code != 0 || !strings.Contains(out, "jobs/info") || !strings.Contains(out, sess) {
-			t.Fatalf("exit %d\n%s%s", code, out, stderr)
+		// The holder by its id and the name lockctl lock gave its session.
+		label := sess + " (lockctl " + hostname(t) + " pid "
+		if code != 0 || !strings.Contains(out, "jobs/info") || !strings.Contains(out, label) ||
+			!strings.Contains(out, "exec sleep 30)") {
+			t.Fatalf("exit %d, want %q...: \n%s%s", code, label, out, stderr)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
 			t.Fatalf("want a header and one row:\n%s", out)
 		}
-		if f := strings.Fields(lines[1]); f[1] != "write" || f[3] != "1" || f[4] != token {
+		row := lines[1][:strings.Index(lines[1], label)] + "ID" + lines[1][strings.Index(lines[1], "exec sleep 30)")+len("exec sleep 30)"):]
+		if f := strings.Fields(row); f[1] != "write" || f[3] != "1" || f[4] != token {
 			t.Fatalf("row %q: want mode write, 1 waiter, token %s", lines[1], token)
 		}
 		code, out, _ = lockctl(t, addr, "locks", "--prefix", "nothing/", "--json")
@@ -71,7 +75,7 @@ func TestInfoCommands(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "HOLDER SESSION") || !strings.Contains(out, "WAITER SESSION") || !strings.Contains(out, sess) {
 			t.Fatalf("exit %d\n%s%s", code, out, stderr)
 		}
-		code, out, _ = lockctl(t, addr, "get", "--json", "jobs/info")
+		code, out, _ = lockctl(t, addr, "get", "jobs/info", "--json") // flags after NAME too
 		var l struct {
 			Holders []struct{ Token uint64 }
 			Waiters []any
@@ -107,6 +111,14 @@ func TestInfoCommands(t *testing.T) {
 	if code := waiter.wait(t, 10*time.Second); code != 0 {
 		t.Fatalf("waiter: exit %d: %s", code, &waiter.stderr)
 	}
+}
+
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func TestUsage(t *testing.T) {
