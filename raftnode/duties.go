@@ -91,6 +91,19 @@ func (n *Node) sessionEvents(l *leadership, batch fsm.Batch) {
 	}
 }
 
+// publicSessionID is the id the API shows for session id (what users
+// see, and what the log names): its key, or the number for a session of
+// a build before keys.
+func (n *Node) publicSessionID(id lockstate.SessionID) string {
+	key := ""
+	n.fsm.Read(func(t *lockstate.Table) {
+		if info, ok := t.Session(id); ok {
+			key = info.Key
+		}
+	})
+	return lockstate.PublicID(id, key)
+}
+
 // expireSession proposes the expiry of a session whose deadline passed,
 // retrying with backoff until it commits or leadership ends. A session
 // that is already gone (closed meanwhile, or an earlier attempt with an
@@ -98,13 +111,14 @@ func (n *Node) sessionEvents(l *leadership, batch fsm.Batch) {
 func (n *Node) expireSession(l *leadership, id lockstate.SessionID) {
 	defer l.wg.Done()
 	backoff := n.timing.retryMin
+	public := n.publicSessionID(id)
 	for {
 		res, index, err := n.proposeLocal(l.ctx, &lockstate.ExpireSession{Session: id})
 		if err == nil {
 			if res.Err != nil && res.Err.Code != lockstate.CodeNoSession {
-				n.logger.Error("session expiry refused", "session", id, "error", res.Err)
+				n.logger.Error("session expiry refused", "session", public, "error", res.Err)
 			} else if res.Err == nil {
-				n.logger.Info("session expired", "session", id, "index", index)
+				n.logger.Info("session expired", "session", public, "index", index)
 			}
 			l.timers.drop(id)
 			return
@@ -112,7 +126,7 @@ func (n *Node) expireSession(l *leadership, id lockstate.SessionID) {
 		if l.ctx.Err() != nil {
 			return // the next leader re-arms it
 		}
-		n.logger.Warn("session expiry failed; retrying", "session", id, "error", err)
+		n.logger.Warn("session expiry failed; retrying", "session", public, "error", err)
 		retry := time.NewTimer(backoff)
 		select {
 		case <-l.stop:
