@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
@@ -82,8 +84,11 @@ func tableError(e *lockstate.Error) *Error {
 	return &Error{Status: st, Code: string(e.Code), Message: e.Message}
 }
 
-// toError is the one place that decides how a failure is answered.
-func toError(err error) *Error {
+// toError is the one place that decides how a failure is answered. Its
+// messages are for users: the error's chain (Go types, package prefixes)
+// goes to the log, not into them. noLeader says why there is no leader,
+// as this node sees it.
+func toError(err error, why func() string) *Error {
 	var ae *Error
 	var le *lockstate.Error
 	var mbe *http.MaxBytesError
@@ -96,54 +101,80 @@ func toError(err error) *Error {
 	case errors.As(err, &mbe):
 		return invalid("request body is larger than %d bytes", mbe.Limit)
 	case errors.As(err, &re):
-		return retryRequest(re)
+		return retryRequest(re, why)
 	case errors.Is(err, lockservice.ErrAnswerLost): // before unknown outcome: a retry may have joined it
 		return errorf(http.StatusInternalServerError, CodeInternal, "the write was applied, but the leader's answer "+
-			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect: %v", err)
+			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect")
 	case errors.Is(err, lockservice.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
-		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. "+
-			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); "+
-			"check GET /v1/sessions/{id} before repeating a release or surrender: %v", err)
+		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. " +
+			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); " +
+			"check GET /v1/sessions/{id} before repeating a release or surrender")
 	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):
 		// nothing was done.
-		e := noLeader("no leader reachable; retry: %v", err)
+		e := noLeader("%s; nothing was done, retry", why())
 		e.NotApplied = true
 		return e
 	case errors.Is(err, context.DeadlineExceeded):
-		return noLeader("no leader answered in time; retry: %v", err)
+		return noLeader("%s; retry", why())
 	case errors.Is(err, context.Canceled):
-		return noLeader("request cancelled: %v", err)
+		return noLeader("request cancelled")
 	}
 	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
 }
 
+// noLeaderWhy says why this node has no leader to offer: how many voters
+// of the raft configuration it reaches (gossip: alive; itself included),
+// and the majority a leader needs.
+func (s *Server) noLeaderWhy() string {
+	var voters int
+	var up []string
+	for _, m := range s.members() {
+		if m.Voter {
+			voters++
+			if m.Status == "alive" {
+				up = append(up, m.ID)
+			}
+		}
+	}
+	slices.Sort(up)
+	switch majority := voters/2 + 1; {
+	case voters == 0:
+		return "no leader: this node is in no cluster yet (it waits for --bootstrap-expect nodes, or to be added by a leader)"
+	case len(up) < majority:
+		return fmt.Sprintf("no leader: %d of %d voters reachable (%s); a majority of %d is needed",
+			len(up), voters, strings.Join(up, ", "), majority)
+	default:
+		return fmt.Sprintf("no leader yet: %d of %d voters reachable (%s), electing one", len(up), voters, strings.Join(up, ", "))
+	}
+}
+
 // retryRequest is the 503 of a request whose outcome this node cannot
 // give: the client repeats it with the same request_id, or re-attaches.
-func retryRequest(re *lockservice.RetryError) *Error {
+func retryRequest(re *lockservice.RetryError, why func() string) *Error {
+	cause := toError(re.Err, why)
 	if re.Pending {
-		return noLeader("request %s is still pending: %v; re-attach with GET /v1/requests/%s?wait=30s",
-			re.RequestID, re.Err, re.RequestID)
+		return noLeader("request %s is still pending: %s; re-attach with GET /v1/requests/%s?wait=30s",
+			re.RequestID, cause.Message, re.RequestID)
 	}
-	why := toError(re.Err)
-	if why.Code != CodeNoLeader {
-		return why
+	if cause.Code != CodeNoLeader {
+		return cause
 	}
 	return noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",
-		re.RequestID, why.Message, re.RequestID)
+		re.RequestID, cause.Message, re.RequestID)
 }
 
 // writeError answers err as {"error":{"code","message"}}.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	e := toError(err)
+	e := toError(err, s.noLeaderWhy)
 	s.denied(r, e)
 	var refused *lockstate.Error
 	if errors.As(err, &refused) && refused.Code == lockstate.CodeLimit {
 		s.limits.refusals.WithLabelValues("table").Inc()
 	}
 	if e.Status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "message", e.Message, "error", err)
 	}
 	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +61,7 @@ type call struct {
 // class and the client's RetryPolicy.
 func (cl *Client) do(ctx context.Context, c call) error {
 	start := time.Now()
-	var last error
+	var last, answer error // answer: the last no_leader a node gave, the cluster's own reason
 	for attempt := 0; ; attempt++ {
 		cl.ensureLeader(ctx)
 		target := cl.target()
@@ -69,7 +70,7 @@ func (cl *Client) do(ctx context.Context, c call) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return err
+			return cmp.Or(answer, err)
 		}
 		var ae *Error
 		isAPI := errors.As(err, &ae)
@@ -80,6 +81,9 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		// forget it as the leader and move on to another endpoint.
 		cl.failed(target)
 		last = err
+		if isAPI {
+			answer = err
+		}
 		unsent := !isAPI && isDialError(err) || isAPI && ae.NotApplied
 		retry := c.retry == retrySafe || (c.retry == retryUnsent && unsent)
 		if !retry {
@@ -90,12 +94,12 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		if cl.retry.MaxElapsed > 0 && time.Since(start) >= cl.retry.MaxElapsed {
 			return fmt.Errorf("giving up after %d attempts in %v: %w", attempt+1,
-				time.Since(start).Round(time.Millisecond), last)
+				time.Since(start).Round(time.Millisecond), cmp.Or(answer, last))
 		}
 		cl.log.Debug("lockd client: retrying", "method", c.method, "path", c.path, "node", target,
 			"attempt", attempt+1, "err", err)
 		if err := sleep(ctx, cl.backoff(attempt)); err != nil {
-			return last
+			return cmp.Or(answer, last)
 		}
 	}
 }

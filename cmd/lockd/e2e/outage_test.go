@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -52,6 +53,32 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 	code, _, stderr, took := runLockctl(t, "lock", "--addr", survivor.httpAddr, "--wait", "0", "jobs/other", "--", "true")
 	if code != 69 || !strings.Contains(stderr, "no_leader") || took > 12*time.Second {
 		t.Errorf("lock --wait 0 without quorum: exit %d after %v, stderr %q; want 69 (no leader) within 12s", code, took.Round(time.Millisecond), stderr)
+	}
+	// Once the survivor's gossip has seen the others go, the reason is one
+	// sentence of its view, whichever addresses lockctl was given.
+	eventually(t, 60*time.Second, "the survivor to see the others gone", func() (bool, string) {
+		st, err := c.api.status(ctx, survivor.httpAddr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range st.Members {
+			if m.ID != survivor.id && m.Status == "alive" {
+				return false, fmt.Sprintf("%+v", st.Members)
+			}
+		}
+		return true, ""
+	})
+	want := "no leader: 1 of 3 voters reachable (" + survivor.id + "); a majority of 2 is needed"
+	for _, addrs := range []string{survivor.httpAddr, strings.Join(addrs(c.nodes...), ",")} {
+		code, _, stderr, _ := runLockctl(t, "lock", "--addr", addrs, "--wait", "0", "jobs/other", "--", "true")
+		if code != 69 || !strings.Contains(stderr, want) {
+			t.Errorf("lock --addr %s without quorum: exit %d, stderr %q; want 69 and %q", addrs, code, stderr, want)
+		}
+		for _, internal := range []string{"*lockstate", "raftnode:", "context deadline"} {
+			if strings.Contains(stderr, internal) {
+				t.Errorf("lock --addr %s: %q reaches the user: %s", addrs, internal, stderr)
+			}
+		}
 	}
 	code, out, stderr, took := runLockctl(t, "--addr", survivor.httpAddr, "locks", "--stale")
 	if code != 0 || !strings.Contains(out, "jobs/held") || took > 12*time.Second {
