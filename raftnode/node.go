@@ -150,7 +150,11 @@ type Node struct {
 
 	notifyCh     chan bool             // raft's NotifyCh; drained by monitorLeadership only
 	observations chan raft.Observation // leader changes, for watchLeader
-	observer     *raft.Observer
+	// leaderless is since when this node has known no leader (zero while
+	// it knows one): a call that finds the cluster in a long outage gives
+	// up sooner (leaderCall).
+	leaderless leaderlessClock
+	observer   *raft.Observer
 
 	client  *http.Client // forwarded proposals; shared, keep-alive
 	control *http.Client // the other calls to peers (clientFor)
@@ -479,6 +483,8 @@ func (n *Node) watchLeader() {
 	for {
 		select {
 		case <-n.observations:
+			_, id := n.raft.LeaderWithID()
+			n.leaderless.see(id != "")
 			n.changes.Notify()
 		case <-n.shutdownCh:
 			return

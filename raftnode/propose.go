@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,6 +27,50 @@ func retryable(err error) bool {
 		errors.Is(err, raft.ErrEnqueueTimeout)
 }
 
+// leaderlessClock is since when a node has known no leader.
+type leaderlessClock struct {
+	mu    sync.Mutex
+	start time.Time // zero while a leader is known
+}
+
+// see records whether a leader is known now.
+func (c *leaderlessClock) see(known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case known:
+		c.start = time.Time{}
+	case c.start.IsZero():
+		c.start = time.Now() // monotonic: only durations are read from it
+	}
+}
+
+// since is how long no leader has been known; 0 while one is.
+func (c *leaderlessClock) since() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() {
+		return 0
+	}
+	return time.Since(c.start)
+}
+
+func leaderKnown(r *raft.Raft) bool {
+	_, id := r.LeaderWithID()
+	return id != ""
+}
+
+// leaderWaitNow is how long a call waits for a leader, when none has been
+// known for leaderless: the full leaderWait to ride out a failover, but
+// only an election timeout in an outage that has lasted longer than that
+// already (no majority: waiting longer only delays the answer).
+func (t timing) leaderWaitNow(leaderless time.Duration) time.Duration {
+	if leaderless >= t.leaderWait {
+		return t.election
+	}
+	return t.leaderWait
+}
+
 // leaderCall runs an operation on the leader: local when this node leads,
 // remote (with the leader's HTTP address) otherwise. While no leader is
 // known, the one asked says it is not the leader, or it cannot be reached,
@@ -35,7 +80,7 @@ func retryable(err error) bool {
 func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
 	// The give-up is a timer, not a reading of the node's clock: it bounds
 	// how long the caller waits, which a moved clock must not change.
-	giveUp := time.NewTimer(n.timing.leaderWait)
+	giveUp := time.NewTimer(n.timing.leaderWaitNow(n.leaderless.since()))
 	defer giveUp.Stop()
 	backoff := n.timing.retryMin
 	for {
@@ -47,6 +92,7 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 		if err == nil || !retryable(err) {
 			return err
 		}
+		n.leaderless.see(n.raft.State() == raft.Leader || leaderKnown(n.raft))
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 		}

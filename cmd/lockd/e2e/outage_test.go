@@ -70,7 +70,8 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 	})
 	want := "no leader: 1 of 3 voters reachable (" + survivor.id + "); a majority of 2 is needed"
 	for _, addrs := range []string{survivor.httpAddr, strings.Join(addrs(c.nodes...), ",")} {
-		code, _, stderr, _ := runLockctl(t, "lock", "--addr", addrs, "--wait", "0", "jobs/other", "--", "true")
+		code, _, stderr, took := runLockctl(t, "lock", "--addr", addrs, "--wait", "0", "jobs/other", "--", "true")
+		t.Logf("lock --addr %s --wait 0 without quorum: exit %d after %v", addrs, code, took.Round(time.Millisecond))
 		if code != 69 || !strings.Contains(stderr, want) {
 			t.Errorf("lock --addr %s without quorum: exit %d, stderr %q; want 69 and %q", addrs, code, stderr, want)
 		}
