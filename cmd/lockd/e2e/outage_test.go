@@ -81,6 +81,8 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 			}
 		}
 	}
+	code, _, stderr, took = runLockctl(t, "lock", "--addr", survivor.httpAddr, "--timeout", "4s", "--wait", "0", "jobs/other", "--", "true")
+	t.Logf("lock --timeout 4s --wait 0 without quorum: exit %d after %v: %s", code, took.Round(time.Millisecond), stderr)
 	code, out, stderr, took := runLockctl(t, "--addr", survivor.httpAddr, "locks", "--stale")
 	if code != 0 || !strings.Contains(out, "jobs/held") || took > 12*time.Second {
 		t.Errorf("locks --stale without quorum: exit %d after %v, out %q, stderr %q", code, took.Round(time.Millisecond), out, stderr)
