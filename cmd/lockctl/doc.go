@@ -28,13 +28,16 @@ addresses; default $LOCKD_ADDR, else 127.0.0.1:7001), --token (default
 $LOCKD_TOKEN), --timeout (default 10s: give up on the cluster after it,
 retries included; watch: stop watching after it) and the TLS flags below.
 These flags may also come before the command (lockctl --token S locks).
+A command's flags may also follow its arguments (lockctl get NAME --json);
+lock takes them before NAME or between NAME and "--". The token's secret
+is never printed, not even as a flag's default in usage texts.
 
 # ACL tokens
 
 Against a cluster run with --acl, every command but status needs a token:
 
 	--token SECRET      sent as Authorization: Bearer SECRET
-	                    (default $LOCKD_TOKEN)
+	                    (default $LOCKD_TOKEN; never printed)
 
 acl bootstrap makes the cluster's first management token (once per
 cluster) and prints its secret; acl token create makes a token with rules
