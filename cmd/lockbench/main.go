@@ -73,10 +73,12 @@ func parseFlags() *options {
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
 	flag.StringVar(&o.clientKey, "client-key", "", "with --addrs: the key of --client-cert, in `FILE`")
-	flag.StringVar(&o.token, "token", os.Getenv("LOCKD_TOKEN"), "with --addrs: the ACL token `SECRET` of a cluster run with --acl (env LOCKD_TOKEN)")
+	var token client.TokenFlag // with --addrs: the ACL token of a cluster run with --acl; never printed
+	token.Register(flag.CommandLine)
 	flag.StringVar(&o.serveNull, "serve-null", "", "instead of benchmarking: serve sessions, acquire and release from memory (no consensus, no disk) "+
 		"on these comma-separated addresses until interrupted — the ceiling a load generator and HTTP allow on this machine")
 	flag.Parse()
+	o.token = token.Secret()
 	return o
 }
 
