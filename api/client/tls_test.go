@@ -94,8 +94,7 @@ func TestTLSRefused(t *testing.T) {
 			return errors.As(err, &verr)
 		}},
 		{"plain http", plain, func(err error) bool {
-			var ae *client.Error
-			return errors.As(err, &ae) && ae.HTTPStatus == http.StatusBadRequest
+			return errors.Is(err, client.ErrHTTPSRequired) && strings.Contains(err.Error(), client.EnvCACert)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
