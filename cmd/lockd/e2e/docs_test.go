@@ -324,7 +324,8 @@ func (d *docPage) run(where string, cmd *exec.Cmd, dir string, env []string) {
 // TestLeaveWithTheNodesCertificate is `docker-compose exec -T n3 /lockd
 // leave` on the compose cluster (ACLs on): inside the container lockd
 // leave has no token, only the node's own files in LOCKD_TLS_*, and that
-// is enough; without a certificate or a token it is refused.
+// is enough; without a certificate or a token it is refused. On the way,
+// no node logs any part of a token's secret.
 func TestLeaveWithTheNodesCertificate(t *testing.T) {
 	needBinary(t)
 	d := &docPage{t: t, work: t.TempDir(), hostAddrs: map[string]string{}}
@@ -351,6 +352,7 @@ func TestLeaveWithTheNodesCertificate(t *testing.T) {
 		t.Fatal("n3 did not stop within 90s of leaving")
 	}
 	rest := d.compose.others(n3)
+	noSecretInLogs(t, d, rest)
 	eventually(t, 60*time.Second, "n3 gone from the configuration", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -365,4 +367,44 @@ func TestLeaveWithTheNodesCertificate(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// noSecretInLogs: after lockctl calls with the management token and with
+// a wrong one (a denial, which is logged), no node's log holds any part
+// of either secret.
+func noSecretInLogs(t *testing.T, d *docPage, nodes []*node) {
+	t.Helper()
+	const wrong = "Wr0ngSecretThatNoNodeKnowsAtAll-1234567"
+	var secret string
+	for _, kv := range d.composeEnv.vars {
+		if v, ok := strings.CutPrefix(kv, "LOCKD_TOKEN="); ok {
+			secret = v
+		}
+	}
+	for _, tok := range []string{secret, wrong} {
+		for _, args := range [][]string{{"locks"}, {"acl", "tokens"}, {"lock", "--wait", "0", "jobs/x", "--", "true"}} {
+			cmd := exec.Command(lockctlBin, args...)
+			cmd.Dir, cmd.Env = d.work, d.baseEnv(append(d.composeEnv.vars, "LOCKD_TOKEN="+tok)...)
+			_ = cmd.Run() // the wrong token's calls fail: that is the point
+		}
+	}
+	denials := 0
+	for _, nd := range nodes {
+		b, err := os.ReadFile(nd.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		denials += strings.Count(string(b), "request denied")
+		for _, tok := range []string{secret, wrong} {
+			for i := 0; i+6 <= len(tok); i++ {
+				if strings.Contains(string(b), tok[i:i+6]) {
+					t.Errorf("%s's log holds %q of a token's secret", nd.id, tok[i:i+6])
+					break
+				}
+			}
+		}
+	}
+	if denials == 0 {
+		t.Error("no node logged a denial of the wrong token: the logs show nothing of what the test checks")
+	}
 }
