@@ -10,7 +10,7 @@
 //	      --join 127.0.0.1:7202,127.0.0.1:7203 --bootstrap-expect 3
 //	lockd --dev
 //	lockd health [--addr A] [--ca-cert F] [--client-cert F --client-key F] [--quiet]
-//	lockd leave  [--addr A] [--ca-cert F] [--client-cert F --client-key F]
+//	lockd leave  [--addr A] [--ca-cert F] [--client-cert F --client-key F] [--token S]  (token: LOCKD_TOKEN)
 //	lockd tls ca   --out DIR
 //	lockd tls cert --ca DIR --name n1 [--ip 10.0.0.1,...] [--dns host,...] [--client] --out DIR
 //	lockd tls init --out DIR --node n1=10.0.0.1 ... [--client NAME] [--gossip-key]

@@ -36,7 +36,7 @@ import (
 //   - In compose and hosts blocks, stop=ID stops a node first (a node that
 //     died), exits=ID,... expects the block to make those nodes exit.
 //   - docker: needs Docker; run from the repository's root only when
-//     LOCKD_DOC_DOCKER=1 (the jepsen-smoke stage of CI has an engine).
+//     LOCKD_DOC_DOCKER=1, on a machine with a Docker engine.
 //   - listing: not commands (a file listing, log lines).
 //   - skip reason=...: not run, for the reason given.
 //
