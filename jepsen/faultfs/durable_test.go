@@ -67,7 +67,7 @@ func TestPowerLossKeepsWhatWasSynced(t *testing.T) {
 	syncDir(t, dir)
 
 	write(t, p("log"), []byte("-lost"), int64(len("log-durable")), false) // an append
-	write(t, p("log"), []byte("LOG"), 0, false)                            // an overwrite
+	write(t, p("log"), []byte("LOG"), 0, false)                           // an overwrite
 	write(t, p("later"), []byte("LATER"), 0, false)
 	write(t, p("later"), []byte("later-synced"), 0, true) // fsynced after: durable
 	write(t, p("new"), []byte("new"), 0, true)            // its contents synced, its name not
