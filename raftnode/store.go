@@ -114,6 +114,12 @@ func (n *Node) openStores() error {
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, snapshotsRetain, n.logger.Named("snapshot")); err != nil {
 		return fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
+	// The stores' names (raft.db, wal/, snapshots/) are durable only once
+	// the data dir is fsynced, which neither bolt nor raft's snapshot
+	// store does: a power loss could take a node's log and vote with them.
+	if err := syncDir(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
 	entries, err := checkLog(logs, n.snaps)
 	if err != nil {
 		logPath := path
@@ -852,4 +858,17 @@ func (n *Node) logStoreFailed(err error) {
 			go n.cfg.StoreFailed(err) // not on raft's goroutine
 		}
 	})
+}
+
+// syncDir fsyncs the directory dir, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
