@@ -272,6 +272,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if !existed {
 		n.created(name, errno, os.Remove)
 	}
+	if errno == 0 {
+		n.fs.reads.opened(inode)
+	}
 	return inode, n.fs.wrapFile(fh), fuseFlags, errno
 }
 
