@@ -120,8 +120,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock), "`+
 		negLoneReplacement+`" (replaced nodes form clusters of their own), "`+negLyingDisk+
 		`" (lockd acknowledges log writes that failed), "`+negUngatedUpgrade+
-		`" (an upgrade without the version gate) or "`+negStaleSnapshot+
-		`" (every snapshot holds the state of the one before); the run must be flagged invalid`)
+		`" (an upgrade without the version gate), "`+negStaleSnapshot+
+		`" (every snapshot holds the state of the one before) or "`+negNoFsync+
+		`" (lockd acknowledges log writes it fsyncs only now and then); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
