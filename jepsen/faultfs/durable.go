@@ -224,6 +224,23 @@ func (u *unsynced) revert(tear *rand.Rand) (bool, error) {
 	return true, nil
 }
 
+// close lets go of the files kept for a power loss: afterwards every
+// write counts as durable.
+func (d *durability) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, u := range d.files {
+		unix.Close(u.fd)
+	}
+	clear(d.files)
+	for _, c := range d.names {
+		if c.saved != "" {
+			os.Remove(c.saved)
+		}
+	}
+	d.names = nil
+}
+
 // relink puts the graveyard link saved back at path, over whatever is
 // there now.
 func relink(saved, path string) error {

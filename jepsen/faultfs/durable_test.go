@@ -188,3 +188,22 @@ func TestBadReads(t *testing.T) {
 		t.Errorf("BadReads() = %d, want at least 2", f.BadReads())
 	}
 }
+
+// TestUnmountLetsGoOfUnsyncedFiles: the descriptors kept for a power
+// loss are closed at Unmount, or the backing filesystem stays busy.
+func TestUnmountLetsGoOfUnsyncedFiles(t *testing.T) {
+	f, dir := mount(t)
+	write(t, filepath.Join(dir, "log"), []byte("unsynced"), 0, false)
+	f.dur.mu.Lock()
+	kept := len(f.dur.files)
+	f.dur.mu.Unlock()
+	if kept != 1 {
+		t.Fatalf("%d files kept for a power loss, want 1", kept)
+	}
+	if err := f.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.dur.files) != 0 {
+		t.Errorf("%d files still kept after Unmount", len(f.dur.files))
+	}
+}

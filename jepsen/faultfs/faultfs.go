@@ -141,7 +141,8 @@ func (f *FS) Failed() int64 { return f.failed.Load() }
 // namespace holding it can put off for good.
 const unmountWait = 5 * time.Second
 
-// Unmount ends the mirror. A mount still in use (a container that was
+// Unmount ends the mirror, and lets go of what it kept for a power loss.
+// A mount still in use (a container that was
 // not stopped, a file left open, another mount namespace) is aborted and
 // detached lazily: its users get ENOTCONN instead of waiting for good on
 // a server that is gone (a process holding a file on a mount it serves
@@ -150,6 +151,7 @@ func (f *FS) Unmount() error {
 	if f.abort != nil {
 		defer f.abort.Close()
 	}
+	defer f.dur.close() // the descriptors it keeps would hold the backing filesystem busy
 	done := make(chan error, 1)
 	go func() { done <- f.server.Unmount() }()
 	select {
