@@ -279,6 +279,12 @@ func TestDiskFailFailsOneDiskUntilUndone(t *testing.T) {
 	if err := checkOffered([]string{FaultDiskFail}, offer{nodes: 3}); err == nil {
 		t.Error("disk-fail by name accepted without failing disks")
 	}
+	if err := checkOffered([]string{KindPower}, offer{nodes: 3}); err == nil {
+		t.Error("the power kind accepted without mirrors")
+	}
+	if err := checkOffered([]string{KindPower, FaultTornWrite}, offer{failingDisks: true, nodes: 3}); err != nil {
+		t.Error(err)
+	}
 	if err := checkOffered([]string{KindDisk, FaultDiskFail}, offer{failingDisks: true, nodes: 3}); err != nil {
 		t.Error(err)
 	}

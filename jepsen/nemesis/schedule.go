@@ -191,8 +191,8 @@ func Uses(kinds []string, kind string) bool {
 
 // CheckOffered refuses a fault named on its own (not through its kind)
 // that a run could never draw — it would inject nothing and still be
-// judged: the EIO disk faults without failing disks (a run with --keep
-// mounts none), member-shrink on 3 nodes.
+// judged: the EIO disk faults and the power kind without failing disks
+// (a run with --keep mounts none), member-shrink on 3 nodes.
 func CheckOffered(names []string, nodes int, failingDisks bool) error {
 	o := offer{clientPause: true, failingDisks: failingDisks, nodes: nodes}
 	return checkOffered(names, o)
@@ -200,6 +200,9 @@ func CheckOffered(names []string, nodes int, failingDisks bool) error {
 
 func checkOffered(names []string, o offer) error {
 	for _, k := range names {
+		if k == KindPower && !o.failingDisks { // a kind with nothing to draw
+			return fmt.Errorf("nemesis: kind %q needs the faultfs mirrors (not with --keep)", k)
+		}
 		if slices.Contains(allKinds, k) || k == KindMixed || kindOf(k) == "" {
 			continue
 		}
