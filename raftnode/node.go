@@ -81,6 +81,15 @@ type Config struct {
 	// nemesis's negative control (--unsafe lying-disk). Such a node
 	// acknowledges entries it has not persisted.
 	UnsafeLyingDisk bool
+	// UnsafeNoFsync opens raft.db without fsync (bolt's NoSync) and
+	// fsyncs it only at every noFsyncEvery-th log write: TESTING ONLY,
+	// the power nemesis's negative control (--unsafe no-fsync). Such a
+	// node acknowledges entries a power loss takes back, and comes back
+	// with an older prefix of its log (never fsyncing at all, it would
+	// come back with no raft.db to speak of, refuse to start or catch up
+	// from the others, and lose nothing the checkers could see). Bolt
+	// log store only.
+	UnsafeNoFsync bool
 	// UnsafeStaleSnapshot hands raft, at every snapshot, the state of the
 	// snapshot before it: TESTING ONLY, the negative control of snapshots
 	// during faults (--unsafe stale-snapshot; stale.go). A node restored

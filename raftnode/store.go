@@ -88,12 +88,14 @@ func (n *Node) openStores() error {
 		return n.storeError(err)
 	}
 	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path: path,
+		Path: path, NoSync: n.cfg.UnsafeNoFsync, // raft-boltdb sets bolt's NoSync from its own
 		// NoFreelistSync skips writing bolt's freelist on every commit
 		// (rqlite, Nomad; consul #15890); it is rebuilt on open. The
 		// timeout turns a data dir locked by another process into an
-		// error instead of a hang. NoSync stays false: fsync on.
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
+		// error instead of a hang. NoSync stays false, fsync on, but for
+		// Config.UnsafeNoFsync.
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second,
+			NoSync: n.cfg.UnsafeNoFsync, NoGrowSync: n.cfg.UnsafeNoFsync},
 	})
 	if err != nil {
 		return fmt.Errorf("raftnode: open %s: %w", path, err)
@@ -102,6 +104,12 @@ func (n *Node) openStores() error {
 	logs, err := n.openLogStore(bolt, statErr == nil)
 	if err != nil {
 		return n.storeError(err)
+	}
+	if n.cfg.UnsafeNoFsync {
+		if n.wal != nil {
+			return errors.New("raftnode: UnsafeNoFsync needs the bolt log store")
+		}
+		logs = &rareSync{LogStore: logs, sync: bolt.Sync, every: noFsyncEvery}
 	}
 	if n.cfg.wrapLogs != nil {
 		logs = n.cfg.wrapLogs(logs)
@@ -113,6 +121,12 @@ func (n *Node) openStores() error {
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, snapshotsRetain, n.logger.Named("snapshot")); err != nil {
 		return fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	// The stores' names (raft.db, wal/, snapshots/) are durable only once
+	// the data dir is fsynced, which neither bolt nor raft's snapshot
+	// store does: a power loss could take a node's log and vote with them.
+	if err := syncDir(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("raftnode: %w", err)
 	}
 	entries, err := checkLog(logs, n.snaps)
 	if err != nil {
@@ -852,4 +866,17 @@ func (n *Node) logStoreFailed(err error) {
 			go n.cfg.StoreFailed(err) // not on raft's goroutine
 		}
 	})
+}
+
+// syncDir fsyncs the directory dir, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }

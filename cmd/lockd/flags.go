@@ -72,17 +72,20 @@ type config struct {
 // upgrade meets entries it cannot apply. unsafeStaleSnapshot: every
 // snapshot holds the state of the one before it
 // (raftnode.Config.UnsafeStaleSnapshot), so a node restored from one
-// misses entries.
+// misses entries. unsafeNoFsync: raft.db is fsynced only at every 64th
+// log write (raftnode.Config.UnsafeNoFsync), so a node acknowledges
+// entries a power loss takes back.
 const (
 	unsafeNoConsensus   = "no-consensus"
 	unsafeWallClock     = "wall-clock"
 	unsafeLyingDisk     = "lying-disk"
 	unsafeNoFormatGate  = "no-format-gate"
 	unsafeStaleSnapshot = "stale-snapshot"
+	unsafeNoFsync       = "no-fsync"
 )
 
 // unsafeModes are the --unsafe modes.
-var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot}
+var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot, unsafeNoFsync}
 
 // envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
 // compose file passes it to every node).
@@ -195,7 +198,8 @@ func (c *config) testingFlags(fs *flag.FlagSet) {
 			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves; \""+
 			unsafeLyingDisk+"\" acknowledges raft log writes that failed; \""+
 			unsafeNoFormatGate+"\" writes log formats older voters cannot apply; \""+
-			unsafeStaleSnapshot+"\" snapshots the state of the snapshot before (default $"+envUnsafe+")")
+			unsafeStaleSnapshot+"\" snapshots the state of the snapshot before; \""+
+			unsafeNoFsync+"\" acknowledges raft log writes before they are fsynced (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }
@@ -235,6 +239,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
 	case c.Unsafe != "" && !slices.Contains(unsafeModes, c.Unsafe):
 		return fmt.Errorf("--unsafe %q: the modes are %q", c.Unsafe, unsafeModes)
+	case c.Unsafe == unsafeNoFsync && c.RaftLog != raftnode.LogBolt:
+		return fmt.Errorf("--unsafe %s needs --raft-log %s", unsafeNoFsync, raftnode.LogBolt)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:

@@ -49,6 +49,7 @@ func TestParseFlags(t *testing.T) {
 		"--node-id n1 --data-dir /d extra",
 		"--dev --join 127.0.0.1:7202",
 		"--node-id n1 --data-dir /d --unsafe yes",
+		"--node-id n1 --data-dir /d --unsafe no-fsync --raft-log wal", // bolt only
 	} {
 		if _, err := parseFlags(strings.Fields(bad)); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)

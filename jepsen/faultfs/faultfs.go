@@ -4,6 +4,12 @@
 // on a disk whose write path broke (a controller that lost its cache, a
 // filesystem remounted after an error).
 //
+// It also keeps apart what was written since it was made durable
+// (durable.go): PowerLoss throws away each file's writes since its last
+// fsync and each name changed since its directory's, and may tear the
+// last write of a file; and it can fail reads or change a byte of them
+// (reads.go).
+//
 // The mirror is go-fuse's loopback filesystem; faultfs wraps its nodes
 // and open files and answers EIO, before the backing directory is
 // touched, to each call that would change it: write, fsync of a file,
@@ -22,6 +28,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +54,8 @@ type FS struct {
 	server  *fuse.Server
 	failing atomic.Bool
 	failed  atomic.Int64
+	dur     *durability
+	reads   readFault
 }
 
 // Mount mirrors backing at mountpoint (both existing directories) until
@@ -56,10 +66,17 @@ func Mount(backing, mountpoint string) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultfs: mirror %s: %w", backing, err)
 	}
-	f := &FS{mountpoint: mountpoint}
+	dur, err := newDurability(graveyardOf(backing))
+	if err != nil {
+		return nil, err
+	}
+	f := &FS{mountpoint: mountpoint, dur: dur}
 	wrapped := &node{LoopbackNode: root.(*fs.LoopbackNode), fs: f}
 	root.(*fs.LoopbackNode).RootData.RootNode = wrapped
-	server, err := fs.Mount(mountpoint, wrapped, &fs.Options{MountOptions: fuse.MountOptions{
+	// The kernel caches no names or attributes: a power loss changes
+	// them behind its back.
+	var never time.Duration
+	server, err := fs.Mount(mountpoint, wrapped, &fs.Options{EntryTimeout: &never, AttrTimeout: &never, NegativeTimeout: &never, MountOptions: fuse.MountOptions{
 		AllowOther: true,
 		FsName:     "lockd-faultfs",
 		Name:       "faultfs",
@@ -78,6 +95,25 @@ func Mount(backing, mountpoint string) (*FS, error) {
 		f.abort, _ = os.OpenFile(filepath.Join(conn, "abort"), os.O_WRONLY, 0)
 	}
 	return f, nil
+}
+
+// graveyardOf is where the mirror of backing keeps the files removed
+// since their directory's last fsync: beside backing, on its filesystem
+// (a removal is undone by a hard link).
+func graveyardOf(backing string) string {
+	backing = filepath.Clean(backing)
+	return filepath.Join(filepath.Dir(backing), "."+filepath.Base(backing)+".faultfs-removed")
+}
+
+// PowerLoss throws away what was written through the mirror and not
+// made durable, as a machine losing power would: each file's contents
+// since its last fsync, each name created, renamed or removed since its
+// directory's last fsync. With tear, the last write of each such file
+// lands in part, a prefix of its pages cut at random. Nothing may be
+// writing meanwhile: the node using the mirror is stopped first.
+func (f *FS) PowerLoss(tear *rand.Rand) (Loss, error) {
+	defer f.reads.set(f.reads.mode.Load()) // drop what the kernel caches of the lost writes
+	return f.dur.powerLoss(tear)
 }
 
 // fusectl is where the kernel lists FUSE connections, if mounted.
@@ -105,7 +141,8 @@ func (f *FS) Failed() int64 { return f.failed.Load() }
 // namespace holding it can put off for good.
 const unmountWait = 5 * time.Second
 
-// Unmount ends the mirror. A mount still in use (a container that was
+// Unmount ends the mirror, and lets go of what it kept for a power loss.
+// A mount still in use (a container that was
 // not stopped, a file left open, another mount namespace) is aborted and
 // detached lazily: its users get ENOTCONN instead of waiting for good on
 // a server that is gone (a process holding a file on a mount it serves
@@ -114,6 +151,7 @@ func (f *FS) Unmount() error {
 	if f.abort != nil {
 		defer f.abort.Close()
 	}
+	defer f.dur.close() // the descriptors it keeps would hold the backing filesystem busy
 	done := make(chan error, 1)
 	go func() { done <- f.server.Unmount() }()
 	select {
@@ -147,6 +185,20 @@ type node struct {
 	fs *FS
 }
 
+// path is n's path in the backing directory.
+func (n *node) path() string {
+	return filepath.Join(n.RootData.Path, n.Path(n.Root()))
+}
+
+// created records name, made in n if errno is 0, as a change to n's
+// names that remove undoes. The caller holds the durability lock.
+func (n *node) created(name string, errno syscall.Errno, remove func(string) error) {
+	if errno == 0 {
+		p := filepath.Join(n.path(), name)
+		n.fs.dur.renamed(func() error { return remove(p) }, "", n.path())
+	}
+}
+
 // WrapChild wraps every node the loopback creates, so the whole tree fails.
 func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
 	l, ok := ops.(*fs.LoopbackNode)
@@ -157,10 +209,53 @@ func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedd
 }
 
 // Open passes, for writing too (a truncating open reaches Setattr): a
-// file fails at its first write, as on a disk.
+// file fails at its first write, as on a disk. Its inode is kept, so
+// that a read fault can drop what the kernel caches of it.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno == 0 {
+		n.fs.reads.opened(n.EmbeddedInode())
+	}
 	return n.fs.wrapFile(fh), fuseFlags, errno
+}
+
+// OpendirHandle opens a directory whose fsync makes its names durable.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fuseFlags, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	if errno != 0 {
+		return fh, fuseFlags, errno
+	}
+	ds, ok := fh.(loopbackDir)
+	if !ok { // a go-fuse whose directories are otherwise would lose their fsyncs
+		panic(fmt.Sprintf("faultfs: the loopback opened a directory as a %T", fh))
+	}
+	return &dir{loopbackDir: ds, fs: n.fs, path: n.path()}, fuseFlags, 0
+}
+
+// loopbackDir is what go-fuse's loopback directory handle does.
+type loopbackDir interface {
+	fs.DirStream
+	fs.FileReleasedirer
+	fs.FileSeekdirer
+	fs.FileFsyncdirer
+	fs.FileReaddirenter
+	fs.FileIoctler
+}
+
+// dir is an open loopback directory.
+type dir struct {
+	loopbackDir
+	fs   *FS
+	path string
+}
+
+// Fsyncdir makes the changes to the directory's names durable.
+func (d *dir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	errno := d.loopbackDir.Fsyncdir(ctx, flags)
+	if errno == 0 {
+		d.fs.dur.dirSynced(d.path)
+	}
+	return errno
 }
 
 // Tmpfile (open with O_TMPFILE) fails; otherwise its file is wrapped.
@@ -177,7 +272,17 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if n.fs.refuse() {
 		return nil, nil, 0, syscall.EIO
 	}
+	n.fs.dur.mu.Lock()
+	defer n.fs.dur.mu.Unlock()
+	var st unix.Stat_t
+	existed := unix.Lstat(filepath.Join(n.path(), name), &st) == nil
 	inode, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if !existed {
+		n.created(name, errno, os.Remove)
+	}
+	if errno == 0 {
+		n.fs.reads.opened(inode)
+	}
 	return inode, n.fs.wrapFile(fh), fuseFlags, errno
 }
 
@@ -186,7 +291,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if n.fs.refuse() {
 		return nil, syscall.EIO
 	}
-	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	n.fs.dur.mu.Lock()
+	defer n.fs.dur.mu.Unlock()
+	inode, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	n.created(name, errno, os.RemoveAll)
+	return inode, errno
 }
 
 // Mknod fails while writes fail.
@@ -194,7 +303,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if n.fs.refuse() {
 		return nil, syscall.EIO
 	}
-	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	n.fs.dur.mu.Lock()
+	defer n.fs.dur.mu.Unlock()
+	inode, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	n.created(name, errno, os.Remove)
+	return inode, errno
 }
 
 // Symlink fails while writes fail.
@@ -202,7 +315,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if n.fs.refuse() {
 		return nil, syscall.EIO
 	}
-	return n.LoopbackNode.Symlink(ctx, target, name, out)
+	n.fs.dur.mu.Lock()
+	defer n.fs.dur.mu.Unlock()
+	inode, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	n.created(name, errno, os.Remove)
+	return inode, errno
 }
 
 // Link fails while writes fail.
@@ -210,7 +327,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if n.fs.refuse() {
 		return nil, syscall.EIO
 	}
-	return n.LoopbackNode.Link(ctx, target, name, out)
+	n.fs.dur.mu.Lock()
+	defer n.fs.dur.mu.Unlock()
+	inode, errno := n.LoopbackNode.Link(ctx, target, name, out)
+	n.created(name, errno, os.Remove)
+	return inode, errno
 }
 
 // Unlink fails while writes fail.
@@ -218,7 +339,20 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.fs.refuse() {
 		return syscall.EIO
 	}
-	return n.LoopbackNode.Unlink(ctx, name)
+	d := n.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := filepath.Join(n.path(), name)
+	saved := d.save(p)
+	errno := n.LoopbackNode.Unlink(ctx, name)
+	if errno != 0 || saved == "" {
+		if saved != "" {
+			os.Remove(saved)
+		}
+		return errno
+	}
+	d.renamed(func() error { return relink(saved, p) }, saved, n.path())
+	return 0
 }
 
 // Rmdir fails while writes fail.
@@ -226,7 +360,19 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.fs.refuse() {
 		return syscall.EIO
 	}
-	return n.LoopbackNode.Rmdir(ctx, name)
+	d := n.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := filepath.Join(n.path(), name)
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return syscall.ENOENT
+	}
+	errno := n.LoopbackNode.Rmdir(ctx, name)
+	if errno == 0 {
+		d.renamed(func() error { return os.Mkdir(p, os.FileMode(st.Mode&0o7777)) }, "", n.path())
+	}
+	return errno
 }
 
 // Rename fails while writes fail.
@@ -234,7 +380,39 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if n.fs.refuse() {
 		return syscall.EIO
 	}
-	return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	to, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	d := n.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from, dest := filepath.Join(n.path(), name), filepath.Join(to.path(), newName)
+	exchange := flags&unix.RENAME_EXCHANGE != 0
+	saved := ""
+	if !exchange {
+		saved = d.save(dest) // "" where nothing is replaced
+	}
+	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	if errno != 0 {
+		if saved != "" {
+			os.Remove(saved)
+		}
+		return errno
+	}
+	d.renamed(func() error {
+		if exchange {
+			return unix.Renameat2(unix.AT_FDCWD, dest, unix.AT_FDCWD, from, unix.RENAME_EXCHANGE)
+		}
+		if err := os.Rename(dest, from); err != nil {
+			return err
+		}
+		if saved != "" {
+			return relink(saved, dest)
+		}
+		return nil
+	}, saved, n.path(), to.path())
+	return 0
 }
 
 // Setattr (truncate, chmod, chown, utimes) fails while writes fail.
@@ -244,6 +422,21 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	if w, ok := f.(*file); ok { // the loopback sets attributes through its own files
 		f = w.LoopbackFile
+	}
+	size, ok := in.GetSize()
+	if !ok {
+		return n.LoopbackNode.Setattr(ctx, f, in, out)
+	}
+	fd, err := unix.Open(n.path(), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return syscall.EIO
+	}
+	defer unix.Close(fd)
+	d := n.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.changing(fd, int64(size), math.MaxInt64-int64(size), nil); err != nil {
+		return syscall.EIO
 	}
 	return n.LoopbackNode.Setattr(ctx, f, in, out)
 }
@@ -268,6 +461,16 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle,
 	offOut, length, flags uint64) (uint32, syscall.Errno) {
 	if n.fs.refuse() {
+		return 0, syscall.EIO
+	}
+	w, ok := fhOut.(*file)
+	if !ok {
+		return 0, syscall.ENOTSUP
+	}
+	d := n.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.changing(w.fd(), int64(offOut), int64(length), nil); err != nil {
 		return 0, syscall.EIO
 	}
 	return n.LoopbackNode.CopyFileRange(ctx, unwrapFile(fhIn), offIn, out, unwrapFile(fhOut), offOut, length, flags)
@@ -305,12 +508,25 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if f.fs.refuse() {
 		return 0, syscall.EIO
 	}
+	d := f.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.changing(f.fd(), off, int64(len(data)), data); err != nil {
+		return 0, syscall.EIO
+	}
 	return f.LoopbackFile.Write(ctx, data, off)
 }
 
 // Writev fails while writes fail.
 func (f *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
 	if f.fs.refuse() {
+		return 0, syscall.EIO
+	}
+	d := f.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	joined := bytes.Join(data, nil)
+	if _, err := d.changing(f.fd(), off, int64(len(joined)), joined); err != nil {
 		return 0, syscall.EIO
 	}
 	return f.LoopbackFile.Writev(ctx, data, off)
@@ -321,7 +537,11 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if f.fs.refuse() {
 		return syscall.EIO
 	}
-	return f.LoopbackFile.Fsync(ctx, flags)
+	errno := f.LoopbackFile.Fsync(ctx, flags)
+	if errno == 0 {
+		f.fs.dur.synced(f.fd())
+	}
+	return errno
 }
 
 // Allocate fails while writes fail.
@@ -329,5 +549,17 @@ func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) sysc
 	if f.fs.refuse() {
 		return syscall.EIO
 	}
+	d := f.fs.dur
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.changing(f.fd(), int64(off), int64(size), nil); err != nil {
+		return syscall.EIO
+	}
 	return f.LoopbackFile.Allocate(ctx, off, size, mode)
+}
+
+// fd is the backing file's descriptor.
+func (f *file) fd() int {
+	fd, _ := f.LoopbackFile.PassthroughFd()
+	return fd
 }

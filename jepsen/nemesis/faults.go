@@ -364,6 +364,9 @@ func Recover(ctx context.Context, c *compose.Cluster) error {
 	}
 	for _, d := range c.FailingDisks { // a safety net: every disk fault mends its own
 		d.FailWrites(false)
+		if p, ok := d.(PowerDisk); ok {
+			p.FailReads(false) // and every read fault
+		}
 	}
 	keep(retireSpares(ctx, c)) // and every grow retires its spares
 	keep(Heal(ctx, c))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/jepsen/compose"
+	"github.com/lockd/lockd/jepsen/faultfs"
 	"github.com/lockd/lockd/jepsen/history"
 )
 
@@ -135,6 +136,9 @@ func TestFaultsOf(t *testing.T) {
 		{[]string{FaultDiskFailCrash, "kill"}, offer{failingDisks: true, nodes: 3}, []string{FaultDiskFailCrash, FaultKill}},
 		{[]string{FaultDiskFail}, offer{nodes: 3}, nil}, // not offered without failing disks
 		{[]string{FaultMemberShrink}, offer{nodes: 3}, nil},
+		{[]string{"power"}, offer{failingDisks: true, nodes: 3}, []string{FaultPowerLoss, FaultPowerLossMajority, FaultTornWrite, FaultBadRead}},
+		{[]string{"power"}, offer{nodes: 3}, nil}, // no mirrors, no power faults
+		{[]string{FaultTornWrite}, offer{failingDisks: true, nodes: 5}, []string{FaultTornWrite}},
 	}
 	uses := []struct {
 		names []string
@@ -147,6 +151,8 @@ func TestFaultsOf(t *testing.T) {
 		{[]string{"mixed", FaultClockBump}, KindClock, true},
 		{[]string{"kill", "partition"}, KindDisk, false},
 		{[]string{"mixed"}, KindClock, false},
+		{[]string{FaultPowerLossMajority}, KindPower, true},
+		{[]string{"disk"}, KindPower, false},
 	}
 	if got := untried([]string{"a", "b", "c"}, map[string]bool{"b": true}); !reflect.DeepEqual(got, []string{"a", "c"}) {
 		t.Errorf("untried = %v", got)
@@ -163,6 +169,9 @@ func TestFaultsOf(t *testing.T) {
 	}
 	if err := ValidKinds([]string{"disk", FaultDiskFailCrash, FaultMemberReplace, FaultMemberGrow, FaultMemberShrink}); err != nil {
 		t.Errorf("a fault's name refused as a kind: %v", err)
+	}
+	if !FailsWrites([]string{FaultBadRead}) || !FailsWrites([]string{KindPower}) || FailsWrites([]string{FaultDiskFull}) {
+		t.Error("FailsWrites: a power fault needs the mirrors, disk-full does not")
 	}
 	if ValidKinds([]string{"bogus"}) == nil {
 		t.Fatal("bogus kind accepted")
@@ -270,7 +279,84 @@ func TestDiskFailFailsOneDiskUntilUndone(t *testing.T) {
 	if err := checkOffered([]string{FaultDiskFail}, offer{nodes: 3}); err == nil {
 		t.Error("disk-fail by name accepted without failing disks")
 	}
+	if err := checkOffered([]string{KindPower}, offer{nodes: 3}); err == nil {
+		t.Error("the power kind accepted without mirrors")
+	}
+	if err := checkOffered([]string{KindPower, FaultTornWrite}, offer{failingDisks: true, nodes: 3}); err != nil {
+		t.Error(err)
+	}
 	if err := checkOffered([]string{KindDisk, FaultDiskFail}, offer{failingDisks: true, nodes: 3}); err != nil {
 		t.Error(err)
+	}
+}
+
+// powerFake is a disk that records the power faults asked of it.
+type powerFake struct {
+	fakeDisk
+	reads string // "", "fail" or "corrupt"
+}
+
+func (d *powerFake) PowerLoss(*rand.Rand) (faultfs.Loss, error) { return faultfs.Loss{}, nil }
+func (d *powerFake) FailReads(on bool)                          { d.set(on, "fail") }
+func (d *powerFake) CorruptReads(on bool)                       { d.set(on, "corrupt") }
+func (d *powerFake) set(on bool, mode string) {
+	d.reads = ""
+	if on {
+		d.reads = mode
+	}
+}
+
+// TestBadReadUntilUndone: bad-read breaks one node's reads, both ways
+// over a few draws, until undone; a node without a mirror is refused.
+func TestBadReadUntilUndone(t *testing.T) {
+	n1 := &powerFake{}
+	c := &compose.Cluster{Nodes: 3, FailingDisks: map[string]compose.WriteFailer{"n1": n1, "n2": &fakeDisk{}}}
+	r := rand.New(rand.NewSource(1))
+	seen := map[string]bool{}
+	for range 20 {
+		ft, err := badRead(c, "n1", r)
+		if err != nil || n1.reads == "" || ft.name != FaultBadRead {
+			t.Fatalf("bad-read: %v, reads %q", err, n1.reads)
+		}
+		seen[n1.reads] = true
+		if err := ft.undo(context.Background()); err != nil || n1.reads != "" {
+			t.Fatalf("after the undo: %v, reads %q", err, n1.reads)
+		}
+	}
+	if !seen["fail"] || !seen["corrupt"] {
+		t.Errorf("read faults drawn: %v, want both", seen)
+	}
+	if _, err := badRead(c, "n2", r); err == nil {
+		t.Error("bad-read on a disk that cannot fail its reads")
+	}
+}
+
+// TestMajorityWithLeader: a power-loss-majority's nodes are a majority
+// that holds the leader, or leaves it out, as drawn.
+func TestMajorityWithLeader(t *testing.T) {
+	tests := []struct {
+		nodes      []string
+		leader     string
+		withLeader bool
+	}{
+		{n3, "n2", true}, {n3, "n2", false}, {n5, "n5", true}, {n5, "n5", false}, {n5, "", true}, {n3, "gone", false},
+	}
+	r := rand.New(rand.NewSource(7))
+	for _, tt := range tests {
+		for range 10 {
+			got := majorityWithLeader(tt.nodes, tt.leader, tt.withLeader, r)
+			in := false
+			seen := map[string]bool{}
+			for _, n := range got {
+				in = in || n == tt.leader
+				seen[n] = true
+			}
+			if len(got) != len(tt.nodes)/2+1 || len(seen) != len(got) {
+				t.Fatalf("%v: %v is not a majority of distinct nodes", tt, got)
+			}
+			if tt.leader != "" && tt.leader != "gone" && in != tt.withLeader {
+				t.Fatalf("%v: %v, leader in it %v", tt, got, in)
+			}
+		}
 	}
 }

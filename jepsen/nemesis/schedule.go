@@ -43,7 +43,7 @@ type ClientPauseFunc func(ctx context.Context, d time.Duration) (target string, 
 // Config configures Run.
 type Config struct {
 	// Kinds are the fault kinds to draw from: "partition", "kill",
-	// "pause", "clock", "membership", "disk", "upgrade", "mixed"
+	// "pause", "clock", "membership", "disk", "power", "upgrade", "mixed"
 	// (partition, kill and pause). Empty: mixed. Clock faults need the
 	// nodes' clock hook (clock.go), disk faults data dirs of their own
 	// (disk.go), upgrades nodes started on an older image (upgrade.go).
@@ -129,6 +129,8 @@ func faultsByKind(kinds []string, o offer) [][]string {
 			return memberFaults(o.nodes)
 		case KindDisk:
 			return diskFaults(o.failingDisks)
+		case KindPower:
+			return powerFaults(o.failingDisks)
 		case KindUpgrade:
 			return []string{FaultUpgrade}
 		}
@@ -160,7 +162,7 @@ func faultsByKind(kinds []string, o offer) [][]string {
 }
 
 // allKinds are the fault kinds a run may name, mixed aside.
-var allKinds = []string{KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindUpgrade}
+var allKinds = []string{KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindPower, KindUpgrade}
 
 // kindOf returns the kind a fault name belongs to, or "" for none.
 func kindOf(fault string) string {
@@ -189,8 +191,8 @@ func Uses(kinds []string, kind string) bool {
 
 // CheckOffered refuses a fault named on its own (not through its kind)
 // that a run could never draw — it would inject nothing and still be
-// judged: the EIO disk faults without failing disks (a run with --keep
-// mounts none), member-shrink on 3 nodes.
+// judged: the EIO disk faults and the power kind without failing disks
+// (a run with --keep mounts none), member-shrink on 3 nodes.
 func CheckOffered(names []string, nodes int, failingDisks bool) error {
 	o := offer{clientPause: true, failingDisks: failingDisks, nodes: nodes}
 	return checkOffered(names, o)
@@ -198,6 +200,9 @@ func CheckOffered(names []string, nodes int, failingDisks bool) error {
 
 func checkOffered(names []string, o offer) error {
 	for _, k := range names {
+		if k == KindPower && !o.failingDisks { // a kind with nothing to draw
+			return fmt.Errorf("nemesis: kind %q needs the faultfs mirrors (not with --keep)", k)
+		}
 		if slices.Contains(allKinds, k) || k == KindMixed || kindOf(k) == "" {
 			continue
 		}
@@ -209,10 +214,11 @@ func checkOffered(names []string, o offer) error {
 }
 
 // FailsWrites reports whether a run given names may draw a fault that
-// fails a disk's writes, and so needs compose.Cluster.FailingDisks.
+// fails a disk's writes, loses its power or fails its reads, and so
+// needs compose.Cluster.FailingDisks (faultfs mirrors).
 func FailsWrites(names []string) bool {
 	return slices.Contains(names, KindDisk) || slices.Contains(names, FaultDiskFail) ||
-		slices.Contains(names, FaultDiskFailCrash)
+		slices.Contains(names, FaultDiskFailCrash) || Uses(names, KindPower)
 }
 
 // ValidKinds checks kind names; a fault's own name (e.g. "disk-fail")
@@ -220,7 +226,7 @@ func FailsWrites(names []string) bool {
 func ValidKinds(names []string) error {
 	for _, k := range names {
 		if !slices.Contains(allKinds, k) && k != KindMixed && kindOf(k) == "" {
-			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, upgrade, mixed, or one fault's name)", k)
+			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, power, upgrade, mixed, or one fault's name)", k)
 		}
 	}
 	return nil
@@ -518,6 +524,14 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return breakMajority(ctx, c, r, filling(c, name))
 	case FaultDiskFailCrash:
 		return breakMajority(ctx, c, r, failing(c, name))
+	case FaultPowerLoss:
+		return powerLossOne(ctx, c, cfg, name, pickNode(true), nil)
+	case FaultTornWrite:
+		return powerLossOne(ctx, c, cfg, name, pickNode(true), r)
+	case FaultPowerLossMajority:
+		return powerLossMajority(ctx, c, cfg, r)
+	case FaultBadRead:
+		return badRead(c, pickNode(true), r)
 	case FaultUpgrade:
 		return upgradeNext(ctx, c, cfg)
 	}

@@ -17,7 +17,8 @@ import (
 // the leader's clock that ended a live hold for wall-clock, a lone node
 // granting beside the cluster for lone-replacement, an accepted attempt
 // of the intruder for intruder-admin, a stale use reaching the resource
-// for unfenced. judgeControl reads that from the history, independently
+// for unfenced, a power loss of a majority shortly after a grant was
+// acknowledged for no-fsync. judgeControl reads that from the history, independently
 // of the checkers: a run whose condition did not happen is "not
 // exercised" (exit 3, run it again); one whose condition happened and
 // that no checker flagged is a miss of the checkers (exit 1).
@@ -52,6 +53,8 @@ func judgeControl(negative string, events []history.Event) *report.Control {
 		c.Evidence = acceptedIntrusion(events)
 	case negUnfenced:
 		c.Evidence = staleUse(events)
+	case negNoFsync:
+		c.Evidence = powerLossAfterGrant(events)
 	default:
 		c.Evidence = []string{"condition not read from the history for this control"}
 	}
@@ -202,6 +205,28 @@ func staleUse(events []history.Event) []string {
 				return []string{g.Name, fmt.Sprintf("token %d used after token %d", g.Token, highest[g.Name])}
 			}
 			highest[g.Name] = max(highest[g.Name], g.Token)
+		}
+	}
+	return nil
+}
+
+// unsyncedWindow is how recent an acknowledged grant must be for a power
+// loss to take it back from a node that fsyncs now and then (--unsafe
+// no-fsync fsyncs at every 64th log write, a second or less under load).
+const unsyncedWindow = 2 * time.Second
+
+// powerLossAfterGrant: a power-loss-majority the nemesis applied
+// (without an error) within unsyncedWindow of an acknowledged grant.
+func powerLossAfterGrant(events []history.Event) []string {
+	lastGrant := time.Duration(-1)
+	for _, e := range events {
+		switch {
+		case e.Type == history.OK && e.F == history.Acquire && len(e.Granted) > 0:
+			lastGrant = e.Time
+		case e.Process == history.Nemesis && e.F == history.Start && e.Fault == nemesis.FaultPowerLossMajority &&
+			e.Error == "" && lastGrant >= 0 && e.Time-lastGrant <= unsyncedWindow:
+			return []string{fmt.Sprintf("%s of %v at %v", e.Fault, e.Targets, e.Time.Round(time.Millisecond)),
+				fmt.Sprintf("a grant acknowledged at %v", lastGrant.Round(time.Millisecond))}
 		}
 	}
 	return nil

@@ -38,6 +38,12 @@ func stepped(name, token string) ev {
 	return ev{Process: history.Nemesis, Type: history.Info, F: nemesis.Exercised, Targets: []string{name, token, "n1"}}
 }
 
+// powerLoss is the start of a power fault at ms, failed with err if set.
+func powerLoss(fault string, ms int, err string) ev {
+	return ev{Process: history.Nemesis, Type: history.Info, F: history.Start, Fault: fault, Time: at(ms),
+		Targets: []string{"n1", "n2"}, Error: err}
+}
+
 func join(parts ...[]ev) []ev {
 	var out []ev
 	for _, p := range parts {
@@ -86,6 +92,16 @@ func TestJudgeControl(t *testing.T) {
 		{"unfenced: a smaller token used after a larger one", negUnfenced,
 			[]ev{{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 3}}},
 				{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 2}}}}, true},
+		{"no-fsync: a majority lost power right after a grant", negNoFsync,
+			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLossMajority, 1500, "")}), true},
+		{"no-fsync: one node lost power", negNoFsync,
+			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLoss, 1500, "")}), false},
+		{"no-fsync: no grant before the power loss", negNoFsync,
+			join([]ev{powerLoss(nemesis.FaultPowerLossMajority, 50, "")}, acquire(0, 0, 100, "a", 1, 0)), false},
+		{"no-fsync: the last grant long before", negNoFsync,
+			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLossMajority, 9000, "")}), false},
+		{"no-fsync: the power loss failed", negNoFsync,
+			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLossMajority, 1500, "docker: no such container")}), false},
 		{"unfenced: tokens in order", negUnfenced,
 			[]ev{{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 2}}},
 				{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 3}}}}, false},

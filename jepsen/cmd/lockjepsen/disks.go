@@ -16,8 +16,9 @@ import (
 const diskSize = "64m"
 
 // smallDisk is one node's data dir in disk runs: a tmpfs of diskSize
-// (which disk-full fills), seen through a faultfs mirror (which
-// disk-fail makes fail its writes).
+// (which disk-full fills), seen through a faultfs mirror of a directory
+// on it (which disk-fail makes fail its writes, and the power faults
+// lose what was not fsynced).
 type smallDisk struct {
 	root   string      // the temporary directory holding both
 	tmpfs  string      // root/disk, the tmpfs
@@ -48,11 +49,17 @@ func mountSmallDisks(nodes []string, mirror bool) (smallDisks, error) {
 		if !mirror {
 			continue
 		}
-		data := filepath.Join(root, "data")
+		// The mirror serves a directory of the tmpfs, so that the files
+		// it keeps for a power loss (beside what it serves) take the
+		// same space.
+		data, backing := filepath.Join(root, "data"), filepath.Join(d.tmpfs, "data")
 		if err := os.Mkdir(data, 0o700); err != nil {
 			return disks, err
 		}
-		if d.mirror, err = faultfs.Mount(d.tmpfs, data); err != nil {
+		if err := os.Mkdir(backing, 0o700); err != nil {
+			return disks, err
+		}
+		if d.mirror, err = faultfs.Mount(backing, data); err != nil {
 			return disks, fmt.Errorf("%s: %w", n, err)
 		}
 		d.data = data

@@ -35,6 +35,11 @@ const (
 	// disk-fail-crash lose acknowledged entries (run it with --nemesis
 	// disk, or one of those two by name).
 	negLyingDisk = "lying-disk"
+	// negNoFsync is lockd --unsafe no-fsync: raft.db is fsynced only at
+	// every 64th log write, so the power nemesis's power-loss-majority
+	// takes acknowledged entries back (run it with --nemesis power, or
+	// power-loss-majority by name).
+	negNoFsync = "no-fsync"
 	// negStaleSnapshot is lockd --unsafe stale-snapshot: every snapshot
 	// holds the state of the one before it, so a node that catches up
 	// through InstallSnapshot, or restarts, misses entries (run it with
@@ -50,7 +55,7 @@ const (
 
 // negatives lists the negative controls.
 var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk,
-	negUngatedUpgrade, negStaleSnapshot}
+	negUngatedUpgrade, negStaleSnapshot, negNoFsync}
 
 // withoutACL: runs with ACLs off (--acl=false), and the negative
 // controls whose nodes share no tokens or predate ACLs.
@@ -115,8 +120,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		negIntruderAdmin+`" (the intruder acts with the management token), "`+negWallClock+`" (lockd stamps the leader's wall clock), "`+
 		negLoneReplacement+`" (replaced nodes form clusters of their own), "`+negLyingDisk+
 		`" (lockd acknowledges log writes that failed), "`+negUngatedUpgrade+
-		`" (an upgrade without the version gate) or "`+negStaleSnapshot+
-		`" (every snapshot holds the state of the one before); the run must be flagged invalid`)
+		`" (an upgrade without the version gate), "`+negStaleSnapshot+
+		`" (every snapshot holds the state of the one before) or "`+negNoFsync+
+		`" (lockd acknowledges log writes it fsyncs only now and then); the run must be flagged invalid`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -196,6 +202,11 @@ func (c *runConfig) checkNegative() error {
 		return fmt.Errorf("--negative %s needs a power loss after the lie: --nemesis disk, %s or %s", negLyingDisk,
 			nemesis.FaultDiskCrash, nemesis.FaultDiskFailCrash)
 	}
+	if c.negative == negNoFsync && !slices.Contains(c.nemeses, nemesis.KindPower) &&
+		!slices.Contains(c.nemeses, nemesis.FaultPowerLossMajority) {
+		return fmt.Errorf("--negative %s needs a majority's power loss: --nemesis %s or %s", negNoFsync,
+			nemesis.KindPower, nemesis.FaultPowerLossMajority)
+	}
 	if c.negative == negStaleSnapshot && (c.snapshotThreshold == 0 ||
 		!nemesis.Uses(c.nemeses, nemesis.KindPartition) && !nemesis.Uses(c.nemeses, nemesis.KindKill)) {
 		return fmt.Errorf("--negative %s needs --snapshot-threshold and --nemesis partition or kill (a node restored from a snapshot)", negStaleSnapshot)
@@ -271,6 +282,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=lying-disk")
 	case negStaleSnapshot:
 		env = append(env, "LOCKD_UNSAFE=stale-snapshot")
+	case negNoFsync:
+		env = append(env, "LOCKD_UNSAFE=no-fsync")
 	}
 	if cfg.withoutACL() {
 		env = append(env, "LOCKD_ACL=0")

@@ -81,7 +81,7 @@ func runCmd(args []string) (int, error) {
 		return 1, err
 	}
 	_ = r.cl.Down(ctx) // a cluster left over by an interrupted run
-	if nemesis.Uses(cfg.nemeses, nemesis.KindDisk) {
+	if nemesis.Uses(cfg.nemeses, nemesis.KindDisk) || nemesis.Uses(cfg.nemeses, nemesis.KindPower) {
 		disks, err := attachSmallDisks(r.cl, cfg, r.logf)
 		defer unmountDisks(disks, cfg, r.logf)
 		if err != nil {

@@ -1,0 +1,125 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/lockd/lockd/jepsen/faultfs"
+)
+
+// mirror mounts a faultfs mirror of a fresh directory; it skips where
+// FUSE cannot be mounted (not root, no /dev/fuse).
+func mirror(t *testing.T) (*faultfs.FS, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("FUSE mounts need root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	if runtime.GOMAXPROCS(0) < 2 { // bolt maps a file this process serves: see faultfs
+		prev := runtime.GOMAXPROCS(2)
+		t.Cleanup(func() { runtime.GOMAXPROCS(prev) }) // after the unmount
+	}
+	backing, dir := t.TempDir(), t.TempDir()
+	fs, err := faultfs.Mount(backing, dir)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENODEV) {
+		t.Skipf("FUSE mounts are not allowed here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fs.Unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	return fs, dir
+}
+
+// TestStoresSurvivePowerLoss opens a node on a faultfs mirror, which
+// keeps apart what was not fsynced, and loses power: the stores' names
+// must be durable, for either log store (a node that lost raft.db would
+// come back without its log and vote).
+func TestStoresSurvivePowerLoss(t *testing.T) {
+	for _, store := range []string{LogBolt, LogWAL} {
+		t.Run(store, func(t *testing.T) {
+			fs, dir := mirror(t)
+			if err := openNodeWith(t, dir, store); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fs.PowerLoss(nil); err != nil {
+				t.Fatal(err)
+			}
+			names := []string{boltFile, "snapshots"}
+			if store == LogWAL {
+				names = append(names, walDir)
+			}
+			for _, name := range names {
+				if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+					t.Errorf("%s after a power loss: %v", name, err)
+				}
+			}
+			if err := openNodeWith(t, dir, store); err != nil {
+				t.Errorf("open after a power loss: %v", err)
+			}
+		})
+	}
+}
+
+// TestNoFsyncLosesAcknowledgedEntries: the log store of --unsafe
+// no-fsync acknowledges entries a power loss takes back, and keeps the
+// prefix it last fsynced; the store lockd runs keeps them all.
+func TestNoFsyncLosesAcknowledgedEntries(t *testing.T) {
+	for _, tt := range []struct {
+		noFsync  bool
+		wantLast uint64
+	}{{false, 6}, {true, 4}} {
+		t.Run(fmt.Sprintf("no-fsync=%v", tt.noFsync), func(t *testing.T) {
+			fs, dir := mirror(t)
+			path := filepath.Join(dir, boltFile)
+			open := func() *raftboltdb.BoltStore {
+				s, err := raftboltdb.New(raftboltdb.Options{Path: path, NoSync: tt.noFsync,
+					BoltOptions: &bbolt.Options{NoFreelistSync: true, NoSync: tt.noFsync, NoGrowSync: tt.noFsync}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			bolt := open()
+			if err := syncDir(dir); err != nil {
+				t.Fatal(err)
+			}
+			var logs raft.LogStore = bolt
+			if tt.noFsync {
+				logs = &rareSync{LogStore: bolt, sync: bolt.Sync, every: 4}
+			}
+			for i := uint64(1); i <= 6; i++ {
+				if err := logs.StoreLog(&raft.Log{Index: i, Term: 1, Data: []byte("cmd")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := fs.PowerLoss(nil); err != nil { // closed after: as the process died, nothing more reaches the disk
+				t.Fatal(err)
+			}
+			bolt.Close()
+			if _, err := fs.PowerLoss(nil); err != nil { // what the close wrote is lost too
+				t.Fatal(err)
+			}
+			bolt = open()
+			defer bolt.Close()
+			if last, err := bolt.LastIndex(); err != nil || last != tt.wantLast {
+				t.Errorf("last index after a power loss: %d, %v; want %d", last, err, tt.wantLast)
+			}
+		})
+	}
+}
