@@ -33,6 +33,11 @@ const (
 	// to the lone node; the attempt is exercised once the lone node,
 	// alone in its configuration, grants while the cluster has a leader.
 	AimLoneReplacement = "lone-replacement"
+	// AimNoFsync: a power loss of a majority, the first fault and every
+	// one after it (the control of lockd --unsafe no-fsync, whose nodes
+	// then come back without entries they acknowledged); drawn at random
+	// among the power faults, a short run may never have one.
+	AimNoFsync = "no-fsync"
 )
 
 // Evidence event names (history.Event.F of a Nemesis info event).
@@ -54,6 +59,8 @@ func (s *schedule) aim(ctx context.Context) map[string]int {
 		switch s.cfg.Aim {
 		case AimWallClock:
 			evidence, err = s.aimWallClock(ctx)
+		case AimNoFsync:
+			evidence, err = s.aimPowerLossMajority(ctx)
 		case AimLoneReplacement:
 			evidence, err = s.aimLoneReplacement(ctx)
 			if err == nil { // the lone node stays lone: one is enough
@@ -165,6 +172,18 @@ func (s *schedule) aimWallClock(ctx context.Context) ([]string, error) {
 	// catches up with it; a step before then would move it less.
 	sleep(ctx, step)
 	return []string{v.Name, fmt.Sprint(v.Holders[0].Token), leader}, nil
+}
+
+// aimPowerLossMajority applies power-loss-majority, keeps it for its
+// duration and undoes it (which brings the majority back first).
+func (s *schedule) aimPowerLossMajority(ctx context.Context) ([]string, error) {
+	ft, d := s.inject(ctx, []string{FaultPowerLossMajority}, map[string]bool{})
+	if ft == nil {
+		return nil, errors.New(FaultPowerLossMajority + " could not be applied")
+	}
+	sleep(ctx, d)
+	s.lift(ft)
+	return ft.targets, nil
 }
 
 // WallClockStep is how far AimWallClock steps the leader's clock: past

@@ -235,7 +235,7 @@ func (r *run) nemesisConfig() nemesis.Config {
 		Interval: cfg.interval, FaultDuration: cfg.faultDuration, ClientPause: r.pauses.Pause,
 		SessionTTL: cfg.ttl, HoldTTL: cfg.holdTTL,
 		LoneReplacements: cfg.negative == negLoneReplacement, UngatedUpgrade: cfg.negative == negUngatedUpgrade}
-	if cfg.negative == negWallClock || cfg.negative == negLoneReplacement {
+	if cfg.negative == negWallClock || cfg.negative == negLoneReplacement || cfg.negative == negNoFsync {
 		ncfg.Aim = cfg.negative // the nemesis aims at the control's condition (nemesis/aim.go)
 	}
 	if cfg.verbose {

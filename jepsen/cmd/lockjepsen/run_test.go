@@ -66,6 +66,7 @@ func TestNemesisConfig(t *testing.T) {
 		{"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --negative wall-clock", nemesis.AimWallClock, false, false, true},
 		{"--nemesis membership,kill --negative lone-replacement", nemesis.AimLoneReplacement, true, false, false},
 		{"--nemesis upgrade --negative ungated-upgrade", "", false, true, false},
+		{"--nemesis power --negative no-fsync", nemesis.AimNoFsync, false, false, false},
 	}
 	for _, tt := range tests {
 		cfg, err := parseRunFlags(append(strings.Fields(tt.args), "--seed", "7", "--dir", t.TempDir()))
