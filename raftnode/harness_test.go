@@ -61,7 +61,9 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak}
 	for i := range n {
 		tn := &testNode{c: c, id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raftAddr: "127.0.0.1:0"}
+		c.mu.Lock()
 		c.nodes = append(c.nodes, tn)
+		c.mu.Unlock()
 		tn.start()
 	}
 	t.Cleanup(c.close)
@@ -104,9 +106,25 @@ func (tn *testNode) start() {
 		tn.c.t.Fatalf("open %s: %v", tn.id, err)
 	}
 	tn.raftAddr = n.RaftAddr()
+	n.SetJoinRule(tn.c.joinPeer(tn.id))
 	tn.mu.Lock()
 	tn.node = n
 	tn.mu.Unlock()
+}
+
+// joinPeer is the test cluster's join rule for node self: the other nodes
+// of the cluster (the one that bootstraps is among them).
+func (c *testCluster) joinPeer(self string) func(string) bool {
+	return func(name string) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, tn := range c.nodes {
+			if tn.id == name && name != self {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // stop shuts the node down (as on SIGTERM: leadership handed over).

@@ -161,8 +161,10 @@ type Node struct {
 	awaitSlots chan struct{}
 
 	digests    digestState
-	formatGate atomic.Pointer[func() int] // SetLogFormat
-	awaiter    atomic.Pointer[Awaiter]    // SetAwaiter
+	formatGate atomic.Pointer[func() int]        // SetLogFormat
+	awaiter    atomic.Pointer[Awaiter]           // SetAwaiter
+	joinRule   atomic.Pointer[func(string) bool] // SetJoinRule
+	raftUp     atomic.Pointer[raft.Raft]         // raft, once started: the node port's admission reads it
 
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.
@@ -222,6 +224,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
 	n.raft = r
+	n.raftUp.Store(r)
 
 	n.observer = raft.NewObserver(n.observations, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
