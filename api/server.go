@@ -40,6 +40,9 @@ type Node interface {
 	Servers() ([]raftnode.Server, error)
 	RemoveMember(ctx context.Context, id string) error
 	DigestChecks() raftnode.DigestChecks
+	// Diverged is what was compared once this node's state diverged
+	// from the leader's, "" before.
+	Diverged() string
 }
 
 var _ Node = (*raftnode.Node)(nil)
@@ -145,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.authenticate(s.routes()))))
+	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.stopWhenDiverged(s.authenticate(s.routes())))))
 	return s, nil
 }
 

@@ -289,6 +289,10 @@ type StatusResponse struct {
 	// leader's at the same applied index; a mismatch means its state
 	// diverged (docs/operations.md).
 	DigestChecks DigestChecks `json:"digest_checks"`
+	// Diverged, once this node's state diverged from the leader's, says
+	// what was compared: the node then answers 503 diverged to every
+	// request but this one, /metrics and the dashboard.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // DigestChecks is a follower's record of comparing its table with the

@@ -161,6 +161,7 @@ type Node struct {
 	awaitSlots chan struct{}
 
 	digests    digestState
+	diverged   atomic.Pointer[string]            // what was compared, once the state diverged (digest.go)
 	formatGate atomic.Pointer[func() int]        // SetLogFormat
 	awaiter    atomic.Pointer[Awaiter]           // SetAwaiter
 	joinRule   atomic.Pointer[func(string) bool] // SetJoinRule
@@ -210,6 +211,9 @@ func Open(cfg Config) (*Node, error) {
 	n.client, n.control = n.newForwardClient(forwardConns), n.newForwardClient(controlConns)
 	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
 
+	if err := n.loadDiverged(); err != nil {
+		return nil, err
+	}
 	if err := n.openStores(); err != nil {
 		n.closeStores()
 		return nil, err
