@@ -22,12 +22,20 @@ type Token struct {
 	Secret string `json:"secret,omitempty"`
 	Name   string `json:"name"`
 	Rules  []Rule `json:"rules"`
+	// Limits are the token's own per-token limits, if it has any.
+	Limits *TokenLimits `json:"limits,omitempty"`
 }
+
+// TokenLimits override the cluster's per-token limits
+// (--max-sessions-per-token, --max-waiters-per-token) for one token: 0
+// keeps the cluster's, -1 lifts it, a positive value replaces it.
+type TokenLimits = lockstate.TokenLimits
 
 // CreateTokenRequest is the body of POST /v1/acl/tokens.
 type CreateTokenRequest struct {
-	Name  string `json:"name"`
-	Rules []Rule `json:"rules"`
+	Name   string       `json:"name"`
+	Rules  []Rule       `json:"rules"`
+	Limits *TokenLimits `json:"limits,omitempty"`
 }
 
 // RevokeRequest is the body of POST /v1/revoke.
@@ -48,7 +56,7 @@ type RevokeResponse struct {
 }
 
 func tokenJSON(ti lockstate.TokenInfo, secret string) Token {
-	t := Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]Rule, len(ti.Rules))}
+	t := Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]Rule, len(ti.Rules)), Limits: ti.Limits}
 	for i, r := range ti.Rules {
 		t.Rules[i] = Rule{Prefix: r.Prefix, Access: string(r.Access)}
 	}
@@ -81,7 +89,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	for i, rule := range req.Rules {
 		rules[i] = lockstate.Rule{Prefix: rule.Prefix, Access: lockstate.Access(rule.Access)}
 	}
-	tok, err := s.locks.CreateToken(r.Context(), req.Name, rules)
+	tok, err := s.locks.CreateToken(r.Context(), req.Name, rules, req.Limits)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

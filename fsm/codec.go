@@ -126,8 +126,13 @@ const (
 	// an entry (its decoders know only their own fields), so a leader
 	// writes them only once every voter applies this format.
 	FormatACL Format = 3
+	// FormatTokenLimits is FormatACL whose Limits may carry the per-token
+	// limits and whose CreateToken may carry a token's own limits. Only
+	// such commands need it: every other command is written as in
+	// FormatACL, byte for byte.
+	FormatTokenLimits Format = 4
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatACL
+	NewestFormat = FormatTokenLimits
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the
@@ -138,10 +143,27 @@ var ErrFormatTooOld = errors.New("log format too old for this command")
 // MinFormat is the oldest format that can carry cmd: FormatBare, or
 // FormatACL for a command with the fields or types of client trust.
 func MinFormat(cmd lockstate.Command) Format {
+	if needsTokenLimitsFormat(cmd) {
+		return FormatTokenLimits
+	}
 	if needsACLFormat(cmd) {
 		return FormatACL
 	}
 	return FormatBare
+}
+
+// needsTokenLimitsFormat reports whether cmd can only be written in
+// FormatTokenLimits or later.
+func needsTokenLimitsFormat(cmd lockstate.Command) bool {
+	switch c := cmd.(type) {
+	case *lockstate.CreateSession:
+		return c.Limits.PerToken()
+	case *lockstate.Acquire:
+		return c.Limits.PerToken()
+	case *lockstate.CreateToken:
+		return c.Limits != nil
+	}
+	return false
 }
 
 // needsACLFormat reports whether cmd can only be written in FormatACL or
@@ -181,6 +203,10 @@ func EncodeFormat(f Format, now int64, cmd lockstate.Command) ([]byte, error) {
 	}
 	if reflect.ValueOf(cmd).IsNil() {
 		return nil, fmt.Errorf("fsm: encode: nil %T", cmd)
+	}
+	if f < FormatTokenLimits && needsTokenLimitsFormat(cmd) {
+		return nil, fmt.Errorf("fsm: encode: %s carries per-token limits, which log format %d cannot: "+
+			"every voter must run a build that applies format %d first: %w", t, f, FormatTokenLimits, ErrFormatTooOld)
 	}
 	if f < FormatACL && needsACLFormat(cmd) {
 		return nil, fmt.Errorf("fsm: encode: %s carries ACL fields, which log format %d cannot: "+
