@@ -89,6 +89,10 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkText("token name", req.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	rules := make([]lockstate.Rule, len(req.Rules))
 	for i, rule := range req.Rules {
 		rules[i] = lockstate.Rule{Prefix: rule.Prefix, Access: lockstate.Access(rule.Access)}

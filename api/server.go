@@ -108,6 +108,8 @@ type Server struct {
 	limits  *limitMetrics
 	waits   *slots
 	streams *slots
+	// denialLog limits the log lines of denied requests (auth.go).
+	denialLog denialLimiter
 }
 
 // New returns the API server for cfg.Node. Close it to stop its
