@@ -171,7 +171,9 @@ func (t *Table) authorize(auth string, s *session, access Access, names ...strin
 		return errorf(CodeUnauthorized, "token %s does not exist", auth)
 	}
 	if s != nil && s.owner != auth && !tok.admin() {
-		return errorf(CodeForbidden, "session %s belongs to another token", s.publicKey())
+		// As if it did not exist: whether a session id is another
+		// token's must not be learned by trying it.
+		return errorf(CodeNoSession, "session %d not found", s.id)
 	}
 	for _, name := range names {
 		if !tok.allows(name, access) {
