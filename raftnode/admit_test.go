@@ -112,9 +112,7 @@ func TestRaftRPCsOnlyFromTheConfiguration(t *testing.T) {
 	l := c.leader()
 	fs := c.followers(l)
 	target, removed := fs[0], fs[1]
-	if err := l.get().RemoveServer(removed.id); err != nil {
-		t.Fatal(err)
-	}
+	c.remove(removed.id)
 	waitFor(t, 10*time.Second, "the target's configuration without "+removed.id, func() bool {
 		return !target.get().isServer(removed.id)
 	})
@@ -149,4 +147,52 @@ func TestRaftRPCsOnlyFromTheConfiguration(t *testing.T) {
 	if _, _, err := target.get().Propose(ctx, &lockstate.CreateSession{TTL: time.Minute}); err != nil {
 		t.Fatalf("the target after the calls: %v", err)
 	}
+}
+
+// A member's open raft connection is refused at its first RPC after its
+// removal reached the node: the check runs on every RPC, not only when
+// the connection was accepted.
+func TestRemovedMemberOpenConnectionIsRefused(t *testing.T) {
+	pki := newTestPKI(t)
+	c := newTestCluster(t, 4, pki.useTLS)
+	l := c.leader()
+	fs := c.followers(l)
+	target, removed := fs[0], fs[1]
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &dialOnly{conf: pki.store(removed.id).PeerClient(), closed: make(chan struct{})}, MaxPool: 1, Timeout: 3 * time.Second})
+	defer trans.Close()
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(removed.id), Addr: []byte(removed.id)}
+	stale := func() error { // term 0: raft answers and changes nothing
+		return trans.AppendEntries(raft.ServerID(target.id), raft.ServerAddress(target.raftAddr),
+			&raft.AppendEntriesRequest{RPCHeader: header}, new(raft.AppendEntriesResponse))
+	}
+	if err := stale(); err != nil {
+		t.Fatalf("a member's RPC: %v", err)
+	}
+	c.remove(removed.id)
+	waitFor(t, 10*time.Second, "the target's configuration without "+removed.id, func() bool {
+		return !target.get().isServer(removed.id)
+	})
+	refused := target.get().RaftRefusals()
+	if err := stale(); err == nil {
+		t.Fatal("the removed member's open connection was still answered")
+	}
+	if got := target.get().RaftRefusals(); got <= refused {
+		t.Fatalf("refusals went from %d to %d", refused, got)
+	}
+}
+
+// remove takes server id out of the configuration through whichever node
+// leads (elections may move the leader on a loaded machine).
+func (c *testCluster) remove(id string) {
+	c.t.Helper()
+	var err error
+	waitFor(c.t, 20*time.Second, "the removal of "+id, func() bool {
+		l := c.readyLeader()
+		if l == nil || l.id == id {
+			return false
+		}
+		err = l.get().RemoveServer(id)
+		return err == nil
+	})
 }

@@ -86,6 +86,11 @@ func TestClusterOverMutualTLS(t *testing.T) {
 	if err := l.get().VerifyPeer(ctx, "evil1", f.raftAddr); err == nil {
 		t.Fatalf("VerifyPeer accepted %s's certificate for the id evil1", f.id)
 	}
+	for _, tn := range c.live() { // members and the join rule: nobody of the cluster was refused
+		if got := tn.get().RaftRefusals(); got != 0 {
+			t.Errorf("%s refused raft %d times", tn.id, got)
+		}
+	}
 }
 
 // A stranger's AppendEntries, RequestVote and TimeoutNow never reach raft:
