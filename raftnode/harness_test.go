@@ -41,6 +41,8 @@ func testLogger(t testing.TB, id string) hclog.Logger {
 type testCluster struct {
 	t     testing.TB
 	tweak func(*Config)
+
+	mu    sync.Mutex // nodes: the join rule reads it from the node port's goroutines
 	nodes []*testNode
 }
 
