@@ -173,6 +173,7 @@ func TestRemovedMemberOpenConnectionIsRefused(t *testing.T) {
 	waitFor(t, 10*time.Second, "the target's configuration without "+removed.id, func() bool {
 		return !target.get().isServer(removed.id)
 	})
+	removed.stop() // a member that knows no leader would hear it by the join rule while it runs
 	refused := target.get().RaftRefusals()
 	if err := stale(); err == nil {
 		t.Fatal("the removed member's open connection was still answered")

@@ -115,14 +115,15 @@ func (tn *testNode) start() {
 }
 
 // joinPeer is the test cluster's join rule for node self: the other nodes
-// of the cluster (the one that bootstraps is among them).
+// of the cluster that run (the one that bootstraps is among them), as
+// gossip's rule takes the alive members.
 func (c *testCluster) joinPeer(self string) func(string) bool {
 	return func(name string) bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, tn := range c.nodes {
 			if tn.id == name && name != self {
-				return true
+				return tn.get() != nil
 			}
 		}
 		return false
