@@ -142,8 +142,8 @@ func continueBoth(t *testing.T, d *driver, f *testFSM) {
 	}{
 		{&lockstate.CreateSession{TTL: time.Minute, Key: jobsKey, Auth: jobsToken}, lockstate.CodeInvalid}, // key in use
 		{&lockstate.CreateSession{TTL: time.Minute, Key: "kThirdSessionKey_00003", Auth: goneToken}, lockstate.CodeUnauthorized},
-		{&lockstate.Acquire{Session: plain, Auth: jobsToken, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeForbidden},
-		{&lockstate.Release{Session: plain, Auth: mgmtToken, Name: "jobs/1"}, ""}, // j3 granted
+		{&lockstate.Acquire{Session: plain, Auth: jobsToken, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeNoSession}, // another token's: as if absent
+		{&lockstate.Release{Session: plain, Auth: mgmtToken, Name: "jobs/1"}, ""},                                                                    // j3 granted
 		{&lockstate.Revoke{Name: "jobs/1", Auth: jobsToken}, lockstate.CodeForbidden},
 		{&lockstate.Revoke{Name: "jobs/1", Auth: mgmtToken}, ""},
 		{&lockstate.CreateToken{Auth: jobsToken, ID: goneToken, Hash: testHash(3), Rules: read}, lockstate.CodeForbidden},
