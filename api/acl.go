@@ -1,10 +1,14 @@
 package api
 
 import (
+	"crypto/x509"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // The ACL endpoints (docs/api.md): bootstrap, tokens, revoke. What a token
@@ -13,6 +17,9 @@ import (
 
 func tokenJSON(ti lockstate.TokenInfo, secret string) wire.Token {
 	t := wire.Token{ID: ti.ID, Secret: secret, Name: ti.Name, Rules: make([]wire.Rule, len(ti.Rules))}
+	if ti.Limits != nil {
+		t.Limits = &wire.TokenLimits{Sessions: ti.Limits.Sessions, Waiters: ti.Limits.Waiters}
+	}
 	for i, r := range ti.Rules {
 		t.Rules[i] = wire.Rule{Prefix: r.Prefix, Access: string(r.Access)}
 	}
@@ -41,11 +48,19 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkText("token name", req.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	rules := make([]lockstate.Rule, len(req.Rules))
 	for i, rule := range req.Rules {
 		rules[i] = lockstate.Rule{Prefix: rule.Prefix, Access: lockstate.Access(rule.Access)}
 	}
-	tok, err := s.locks.CreateToken(r.Context(), req.Name, rules)
+	var limits *lockstate.TokenLimits
+	if req.Limits != nil {
+		limits = &lockstate.TokenLimits{Sessions: req.Limits.Sessions, Waiters: req.Limits.Waiters}
+	}
+	tok, err := s.locks.CreateToken(r.Context(), req.Name, rules, limits)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -104,12 +119,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // mayOperate lets through a request that may change the cluster itself
-// (leave, member removal): one with a client certificate signed by the
-// cluster's CA when Config.OperatorCert, or one with a management token;
+// (leave, member removal): one with an operator's certificate when
+// Config.OperatorCert (see operatorCert), or one with a management token;
 // with neither safeguard configured, anyone (--dev).
 func (s *Server) mayOperate(r *http.Request) error {
 	if s.cfg.OperatorCert && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		return nil
+		if err := s.operatorCert(r.TLS.PeerCertificates[0]); err == nil || callerID(r) == "" {
+			return err
+		}
 	}
 	if callerID(r) != "" || s.cfg.ACL {
 		return s.locks.RequireAdmin(r.Context())
@@ -120,4 +137,28 @@ func (s *Server) mayOperate(r *http.Request) error {
 			r.Method, r.URL.Path)
 	}
 	return nil
+}
+
+// operatorCert accepts the certificate of an operator: a client-only
+// certificate of the CA (lockd tls cert --client), or the node
+// certificate of a server of the raft configuration (a node acting on
+// the cluster, as lockd leave on it does). A node certificate of the CA
+// for a name that is not a member (a decommissioned node's, a spare's) is
+// refused: it proves only that the CA signed the name. The TLS listener
+// has verified the chain already.
+func (s *Server) operatorCert(leaf *x509.Certificate) error {
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		return nil // client-only: an operator's
+	}
+	name := leaf.Subject.CommonName
+	servers, err := s.node.Servers()
+	if err != nil {
+		return fmt.Errorf("operator certificate of %q: %w", name, err)
+	}
+	if slices.ContainsFunc(servers, func(sv lockservice.Server) bool { return sv.ID == name }) {
+		return nil
+	}
+	return errorf(http.StatusForbidden, string(lockstate.CodeForbidden),
+		"the node certificate of %q is not a server of the raft configuration: it cannot change the cluster "+
+			"(use an operator's client certificate, lockd tls cert --client, or a management token)", name)
 }

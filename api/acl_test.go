@@ -118,11 +118,25 @@ func TestACLAcceptance(t *testing.T) {
 		map[string]any{"session": s.ID, "locks": []map[string]any{{"name": "jobs/b"}, {"name": "other/b"}}})
 	f1.deniedAs(jobs.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/locks/other/a", nil)
 
-	// Another token cannot release, keep alive or close the first one's session.
-	f1.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/release", map[string]any{"session": s.ID, "name": "jobs/a"})
-	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil)
-	f1.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "DELETE", "/v1/sessions/"+string(s.ID), nil)
-	f2.deniedAs(other.Secret, http.StatusForbidden, "forbidden", "GET", "/v1/sessions/"+string(s.ID), nil)
+	// Another token cannot release, keep alive, close or even see the
+	// first one's session: it gets the answer of a session that does not
+	// exist, word for word.
+	gone := string(f1.call(other.Secret, "GET", "/v1/sessions/no-such-session", nil).body)
+	for _, c := range []struct {
+		n            *testNode
+		method, path string
+		body         any
+	}{
+		{f1, "POST", "/v1/release", map[string]any{"session": s.ID, "name": "jobs/a"}},
+		{f2, "POST", "/v1/sessions/" + string(s.ID) + "/keepalive", nil},
+		{f1, "DELETE", "/v1/sessions/" + string(s.ID), nil},
+		{f2, "GET", "/v1/sessions/" + string(s.ID), nil},
+	} {
+		r := c.n.call(other.Secret, c.method, c.path, c.body)
+		if r.status != http.StatusNotFound || string(r.body) != gone {
+			t.Fatalf("%s %s by another token: %s, want the answer of a missing session: %s", c.method, c.path, r, gone)
+		}
+	}
 	var mine []wire.Session
 	f2.as(other.Secret, http.StatusOK, "GET", "/v1/sessions", nil, &mine)
 	if len(mine) != 0 {

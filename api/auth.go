@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,7 +34,7 @@ func open(r *http.Request) bool {
 // endpoint (leave, member removal) with a client certificate the TLS
 // handshake verified against the cluster's CA, under
 // Config.OperatorCert: such a request needs no token (docs/security.md,
-// "Operator endpoints need a certificate or a management token").
+// "Operator endpoints need an operator's certificate or a management token").
 func (s *Server) certOperator(r *http.Request) bool {
 	if !s.cfg.OperatorCert || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return false
@@ -109,15 +111,60 @@ func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
 	return m, nil
 }
 
-// denied logs and counts a refusal for the caller's token: its id, never
-// its secret.
+// denied counts a refusal for the caller's token and logs it: its id,
+// never its secret, in at most one line per token id (or per anonymous
+// caller) per denialLogEvery, which says how many were denied since the
+// last line. The counter in /metrics counts every one.
 func (s *Server) denied(r *http.Request, e *Error) {
 	if e.Code != CodeUnauthorized && e.Code != CodeForbidden {
 		return
 	}
 	s.acl.denials.WithLabelValues(e.Code).Inc()
-	s.log.Warn("request denied", "method", r.Method, "path", r.URL.Path, "code", e.Code,
-		"token_id", callerID(r), "remote", r.RemoteAddr, "reason", e.Message)
+	id := callerID(r)
+	if n, ok := s.denialLog.take(id, time.Now()); ok {
+		s.log.Warn("request denied", "method", r.Method, "path", r.URL.Path, "code", e.Code,
+			"token_id", id, "remote", r.RemoteAddr, "reason", e.Message, "denied_since_last_line", n)
+	}
+}
+
+// denialLogEvery is how often a token's denials are logged at most.
+const denialLogEvery = time.Minute
+
+// maxDenialKeys bounds the token ids denialLimiter remembers; past it, it
+// forgets them all (and logs each one's next denial).
+const maxDenialKeys = 4096
+
+// denialLimiter rate-limits the log of denials per token id.
+type denialLimiter struct {
+	mu   sync.Mutex
+	byID map[string]*denialLine
+}
+
+type denialLine struct {
+	last  time.Time
+	count int // denials since last was logged, this one included
+}
+
+// take records a denial of id at now and reports whether to log it, with
+// how many denials of id the line stands for.
+func (d *denialLimiter) take(id string, now time.Time) (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byID == nil || len(d.byID) >= maxDenialKeys {
+		d.byID = make(map[string]*denialLine)
+	}
+	l := d.byID[id]
+	if l == nil {
+		l = &denialLine{}
+		d.byID[id] = l
+	}
+	l.count++
+	if !l.last.IsZero() && now.Sub(l.last) < denialLogEvery {
+		return 0, false
+	}
+	n := l.count
+	l.last, l.count = now, 0
+	return n, true
 }
 
 // CodeForbidden: the token lacks the right.

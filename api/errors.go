@@ -81,7 +81,13 @@ func tableError(e *lockstate.Error) *Error {
 	if !ok {
 		st = http.StatusConflict // a newer table code: still a refusal of this request
 	}
-	return &Error{Status: st, Code: string(e.Code), Message: e.Message}
+	msg := e.Message
+	if e.Code == lockstate.CodeNoSession {
+		// One answer for a session that does not exist and one of
+		// another token's, whichever check found it.
+		msg = "session not found"
+	}
+	return &Error{Status: st, Code: string(e.Code), Message: msg}
 }
 
 // toError is the one place that decides how a failure is answered. Its

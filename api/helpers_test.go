@@ -35,6 +35,7 @@ type testNode struct {
 // nodeOptions adjust a test node's API config.
 type nodeOptions struct {
 	api func(*api.Config)
+	dir string // the data dir; "" for a new temporary one
 }
 
 // peers maps node ids to HTTP addresses for forwarding in multi-node tests.
@@ -81,7 +82,11 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	if testing.Verbose() {
 		logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Info})
 	}
-	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: t.TempDir(), RaftBind: n.raft,
+	dir := opts.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: dir, RaftBind: n.raft,
 		Logger: logger, Timing: 0.5}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)

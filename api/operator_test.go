@@ -12,8 +12,9 @@ import (
 )
 
 // Over HTTPS the endpoints that change the cluster (leave, member
-// removal) answer only a client that presents a certificate signed by the
-// cluster's CA; other clients get 401 and nothing happens.
+// removal) answer only a client that presents an operator's certificate
+// signed by the cluster's CA; clients without one get 401, a non-member's
+// node certificate 403, and nothing happens.
 func TestOperatorEndpointsNeedAClientCertificate(t *testing.T) {
 	var left atomic.Int32
 	n := singleNode(t, nodeOptions{api: func(cfg *api.Config) {
@@ -44,6 +45,14 @@ func TestOperatorEndpointsNeedAClientCertificate(t *testing.T) {
 	}
 	if got := post("GET", "/v1/status", "", ""); got != http.StatusOK {
 		t.Errorf("status without a certificate: %d, want 200", got)
+	}
+	// A node certificate of the CA for a name that is not a server of
+	// the configuration ("node"; the server is n1) is no operator's.
+	if got := post("DELETE", "/v1/members/n9", files.NodeCert, files.NodeKey); got != http.StatusForbidden {
+		t.Errorf("member removal with a non-member's node certificate: %d, want 403", got)
+	}
+	if got := post("POST", "/v1/agent/leave", files.NodeCert, files.NodeKey); got != http.StatusForbidden || left.Load() != 0 {
+		t.Fatalf("leave with a non-member's node certificate: %d (left %d times), want 403 and no leave", got, left.Load())
 	}
 	if got := post("POST", "/v1/agent/leave", files.Cert, files.Key); got != http.StatusAccepted {
 		t.Fatalf("leave with a client certificate: %d, want 202", got)

@@ -44,6 +44,9 @@ const (
 type Node interface {
 	lockservice.Node
 	lockservice.Cluster
+	// Diverged is what was compared once this node's state diverged
+	// from the leader's, "" before.
+	Diverged() string
 }
 
 // Config configures a Server.
@@ -107,6 +110,8 @@ type Server struct {
 	limits  *limitMetrics
 	waits   *slots
 	streams *slots
+	// denialLog limits the log lines of denied requests (auth.go).
+	denialLog denialLimiter
 }
 
 // New returns the API server for cfg.Node. Close it to stop its
@@ -147,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.authenticate(s.routes()))))
+	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.stopWhenDiverged(s.authenticate(s.routes())))))
 	return s, nil
 }
 

@@ -24,6 +24,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out.Members = s.members()
 	dc := s.node.DigestChecks()
 	out.DigestChecks = wire.DigestChecks{Compared: dc.Compared, Mismatches: dc.Mismatches, LastMismatchIndex: dc.LastMismatchIndex}
+	out.Diverged = s.node.Diverged()
 	writeJSON(w, http.StatusOK, out)
 }
 

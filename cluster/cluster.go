@@ -323,6 +323,21 @@ func (c *Cluster) Members() []Member {
 	return out
 }
 
+// JoinPeer reports whether id is an alive gossip member with raft state,
+// other than this node: the peers a node outside any raft configuration
+// (or knowing no leader) answers raft from (raftnode.Node.SetJoinRule),
+// since its leader is among them. The name it is asked about is the one
+// in the caller's node certificate, so gossip alone cannot claim it.
+func (c *Cluster) JoinPeer(id string) bool {
+	if id == c.cfg.ID {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[id]
+	return m != nil && m.status == StatusAlive && m.meta.State
+}
+
 // Bootstrapped reports whether this node bootstrapped the raft cluster.
 func (c *Cluster) Bootstrapped() bool { return c.bootstrapped.Load() }
 

@@ -68,17 +68,57 @@ func decodeACL(r *mpReader, a *lockstate.ACLRecord) error {
 }
 
 func appendToken(b []byte, t *lockstate.TokenRecord) []byte {
-	b = appendMapLen(b, 5)
+	fields := 5
+	if t.Limits != nil { // format 4 only
+		fields = 6
+	}
+	b = appendMapLen(b, fields)
 	b = appendStr(appendStr(b, "id"), t.ID)
 	b = appendStr(appendStr(b, "name"), t.Name)
 	b = appendStr(appendStr(b, "hash"), t.Hash)
 	b = appendSlice(appendStr(b, "rules"), t.Rules, appendRule)
-	return appendUint(appendStr(b, "created"), t.Created)
+	b = appendUint(appendStr(b, "created"), t.Created)
+	if t.Limits != nil {
+		b = appendTokenLimits(appendStr(b, "limits"), t.Limits)
+	}
+	return b
 }
 
-func decodeToken(r *mpReader, t *lockstate.TokenRecord) error {
-	return r.readFields(5, func(k []byte) (uint32, error) {
+// appendTokenLimits writes a token's limits as msgpack does: the fields
+// that are not zero (omitempty).
+func appendTokenLimits(b []byte, l *lockstate.TokenLimits) []byte {
+	fields := 0
+	for _, v := range [...]int{l.Sessions, l.Waiters} {
+		if v != 0 {
+			fields++
+		}
+	}
+	b = appendMapLen(b, fields)
+	if l.Sessions != 0 {
+		b = appendInt(appendStr(b, "sessions"), int64(l.Sessions))
+	}
+	if l.Waiters != 0 {
+		b = appendInt(appendStr(b, "waiters"), int64(l.Waiters))
+	}
+	return b
+}
+
+// decodeToken reads a token record; with limits (format 4) it may carry
+// the token's own limits as a sixth field.
+func decodeToken(r *mpReader, t *lockstate.TokenRecord, limits bool) error {
+	fields := 5
+	if start := r.pos; limits {
+		if m, err := r.mapLen(); err == nil && m == 6 {
+			fields = 6
+		}
+		r.pos = start
+	}
+	return r.readFields(fields, func(k []byte) (uint32, error) {
 		switch string(k) {
+		case "limits":
+			if fields == 6 {
+				return 1 << 5, decodeTokenLimits(r, &t.Limits)
+			}
 		case "id":
 			return 1 << 0, readString(r, &t.ID)
 		case "name":
@@ -120,7 +160,7 @@ func loadACLRecord(rr *recordReader, l *lockstate.Loader, t recordType, loading 
 		}
 	case recToken:
 		var rec lockstate.TokenRecord
-		if err = rr.decode(func(r *mpReader) error { return decodeToken(r, &rec) }); err == nil {
+		if err = rr.decode(func(r *mpReader) error { return decodeToken(r, &rec, rr.tokenLimits) }); err == nil {
 			*loading = true
 			err = l.Token(rec)
 		}

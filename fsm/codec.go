@@ -182,8 +182,13 @@ const (
 	// an entry (its decoders know only their own fields), so a leader
 	// writes them only once every voter applies this format.
 	FormatACL Format = 3
+	// FormatTokenLimits is FormatACL whose Limits may carry the per-token
+	// limits and whose CreateToken may carry a token's own limits. Only
+	// such commands need it: every other command is written as in
+	// FormatACL, byte for byte.
+	FormatTokenLimits Format = 4
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatACL
+	NewestFormat = FormatTokenLimits
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the
@@ -194,7 +199,9 @@ var ErrFormatTooOld = errors.New("log format too old for this command")
 // MinFormat is the oldest format that can carry cmd: the oldest that
 // knows its type (its registry row), or FormatACL if it carries a token
 // (lockstate.Authority) or a leader's field (LeaderFields), which came
-// with that format. A type this build does not know gets FormatBare
+// with that format; FormatTokenLimits if its leader's limits hold
+// per-token ones or it carries a token's own limits (OwnLimits). A type
+// this build does not know gets FormatBare
 // (Encode refuses it anyway).
 func MinFormat(cmd lockstate.Command) Format {
 	ct := rowOf(cmd)
@@ -205,8 +212,15 @@ func MinFormat(cmd lockstate.Command) Format {
 	if a := lockstate.AuthorityOf(cmd); a != nil && a.Auth != "" {
 		f = max(f, FormatACL)
 	}
-	if l := LeaderFieldsOf(cmd); l.Key != nil && *l.Key != "" || l.Limits != nil && *l.Limits != nil {
+	l := LeaderFieldsOf(cmd)
+	if l.Key != nil && *l.Key != "" || l.Limits != nil && *l.Limits != nil {
 		f = max(f, FormatACL)
+	}
+	if l.Limits != nil && (*l.Limits).PerToken() {
+		f = max(f, FormatTokenLimits)
+	}
+	if t, ok := cmd.(interface{ OwnLimits() bool }); ok && t.OwnLimits() {
+		f = max(f, FormatTokenLimits)
 	}
 	return f
 }

@@ -233,8 +233,12 @@ func decodeLimits(r *mpReader, p **lockstate.Limits) error {
 	}
 	l := new(lockstate.Limits)
 	*p = l
-	return r.readStruct(4, func(k []byte) (bool, error) {
+	return r.readStruct(6, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "sessions_per_token":
+			return true, readInt(r, &l.SessionsPerToken)
+		case "waiters_per_token":
+			return true, readInt(r, &l.WaitersPerToken)
 		case "sessions":
 			return true, readInt(r, &l.Sessions)
 		case "holds_per_session":
@@ -273,8 +277,10 @@ func decodeBootstrapACL(r *mpReader, c *lockstate.BootstrapACL) error {
 }
 
 func decodeCreateToken(r *mpReader, c *lockstate.CreateToken) error {
-	return r.readStruct(5, func(k []byte) (bool, error) {
+	return r.readStruct(6, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "limits":
+			return true, decodeTokenLimits(r, &c.Limits)
 		case "auth":
 			return true, readString(r, &c.Auth)
 		case "id":
@@ -285,6 +291,26 @@ func decodeCreateToken(r *mpReader, c *lockstate.CreateToken) error {
 			return true, readString(r, &c.Name)
 		case "rules":
 			return true, readSlice(r, &c.Rules, func(rule *lockstate.Rule) error { return decodeRule(r, rule) })
+		}
+		return false, nil
+	})
+}
+
+// decodeTokenLimits reads a token's own limits; nil reads as none.
+func decodeTokenLimits(r *mpReader, p **lockstate.TokenLimits) error {
+	if r.pos < len(r.b) && r.b[r.pos] == 0xc0 {
+		r.pos++
+		*p = nil
+		return nil
+	}
+	l := new(lockstate.TokenLimits)
+	*p = l
+	return r.readStruct(2, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "sessions":
+			return true, readInt(r, &l.Sessions)
+		case "waiters":
+			return true, readInt(r, &l.Waiters)
 		}
 		return false, nil
 	})

@@ -63,11 +63,16 @@
 // FormatACL (client trust) adds fields to commands and four commands; a
 // leader writes them only once every voter applies it (EncodeFormat
 // refuses them in older formats), so ACLs, session keys and limits start
-// working once the last voter is upgraded.
+// working once the last voter is upgraded. FormatTokenLimits adds the
+// per-token limits to Limits and a token's own limits to CreateToken; only
+// commands that carry them need it (the leader leaves per-token limits out
+// of its entries until every voter applies it), every other command is
+// written as in FormatACL.
 //
-// Snapshots are gated by content only: Persist writes format 3 for a table
-// that has ACL state, session keys or revocations, which only FormatACL
-// entries can create, and format 2 otherwise. A voter on a build before
+// Snapshots are gated by content only: Persist writes format 4 for a table
+// with a token that has its own limits, format 3 for a table that has ACL
+// state, session keys or revocations, which only FormatACL entries can
+// create, and format 2 otherwise. A voter on a build before
 // FormatChecksummed cannot install a format 2 snapshot from an upgraded leader
 // (raft retries until it is upgraded), and a node that has taken a
 // snapshot cannot go back to a build that does not read its format.

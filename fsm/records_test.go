@@ -44,7 +44,7 @@ var recordKinds = []recordKind{
 	kind(appendSessionExtra, decodeSessionExtra),
 	kind(appendRevocation, decodeRevocation),
 	kind(appendACL, decodeACL),
-	kind(appendToken, decodeToken),
+	kind(appendToken, func(r *mpReader, t *lockstate.TokenRecord) error { return decodeToken(r, t, true) }),
 	kind(appendRule, decodeRule),
 }
 

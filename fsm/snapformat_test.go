@@ -24,12 +24,12 @@ type framed struct {
 	chunks  []int  // payload offset of each chunk's start
 }
 
-// unframe takes a format 2 or 3 stream apart, checking every chunk's length and
+// unframe takes a format 2, 3 or 4 stream apart, checking every chunk's length and
 // checksum on its own terms (not with chunkReader).
 func unframe(t testing.TB, b []byte) framed {
 	t.Helper()
 	hdr, head, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(b)))
-	if err != nil || (hdr.Format != SnapshotFormat && hdr.Format != snapshotFormat2) {
+	if err != nil || hdr.Format < snapshotFormat2 || hdr.Format > SnapshotFormat {
 		t.Fatalf("header: format %d, %v", hdr.Format, err)
 	}
 	f := framed{hdr: hdr, head: head}
@@ -103,7 +103,7 @@ func records(t testing.TB, payload []byte) []recordSpan {
 		case recACL:
 			err = decodeACL(r, new(lockstate.ACLRecord))
 		case recToken:
-			err = decodeToken(r, new(lockstate.TokenRecord))
+			err = decodeToken(r, new(lockstate.TokenRecord), true)
 		case recEnd:
 			err = decodeTrailer(r, new(snapshotTrailer))
 		default:

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime/debug"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -17,8 +18,8 @@ import (
 )
 
 // SnapshotFormat is the newest version of the snapshot stream: Persist
-// writes it, or format 2 for a table without ACL records (see below).
-// Restore reads formats 1, 2 and 3.
+// writes it only for a table that needs it, else format 3 or 2 (see
+// below). Restore reads formats 1 to 4.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
 // msgpack uint8 tag followed by the record (see records.go): the header,
@@ -46,7 +47,15 @@ import (
 // only for a table that has any of them, and format 2 otherwise, byte for
 // byte as before: a cluster that does not use ACLs, session keys or
 // revocation can still send its snapshots to a node of the build before.
-const SnapshotFormat = 3
+//
+// Format 4 is format 3 whose token records may carry the token's own
+// limits (lockstate.TokenLimits). Persist writes it only for a table with
+// such a token, and format 3 otherwise, byte for byte as before.
+const SnapshotFormat = 4
+
+// snapshotFormat3 is format 4 without token limits, still written for a
+// table that has none.
+const snapshotFormat3 = 3
 
 // snapshotFormat2 is format 3 without the ACL records, still written for a
 // table that has none.
@@ -158,8 +167,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: snapshot at index %d: %w", s.header.Applied, err)
 	}
-	if len(s.extras)+len(s.acl)+len(s.tokens) == 0 {
+	switch {
+	case len(s.extras)+len(s.acl)+len(s.tokens) == 0:
 		s.header.Format = snapshotFormat2
+	case !slices.ContainsFunc(s.tokens, func(r lockstate.TokenRecord) bool { return r.Limits != nil }):
+		s.header.Format = snapshotFormat3
 	}
 	return s, nil
 }
@@ -371,10 +383,11 @@ func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	rr := &recordReader{br: br, last: recHeader, count: 1}
 	switch hdr.Format {
 	case snapshotFormat1:
-	case snapshotFormat2, SnapshotFormat:
+	case snapshotFormat2, snapshotFormat3, SnapshotFormat:
 		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
 		rr.br = bufio.NewReaderSize(cr, 64<<10)
-		rr.acl = hdr.Format == SnapshotFormat
+		rr.acl = hdr.Format >= snapshotFormat3
+		rr.tokenLimits = hdr.Format >= SnapshotFormat
 	default:
 		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
 	}
@@ -474,6 +487,8 @@ type recordReader struct {
 	last   recordType
 	count  int  // records whose tag has been read, the header included
 	acl    bool // format 3: the ACL records may come
+	// tokenLimits: format 4, a token record may carry the token's limits.
+	tokenLimits bool
 }
 
 // refillBelow is how few buffered bytes make recordReader top br's buffer

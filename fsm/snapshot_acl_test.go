@@ -99,8 +99,8 @@ func aclView(f *FSM) (out []any) {
 func TestSnapshotACLRestore(t *testing.T) {
 	d := aclState(t)
 	snap := snapshotBytes(t, d.f.FSM)
-	if got := snapshotFormatOf(t, snap); got != SnapshotFormat {
-		t.Fatalf("snapshot format %d, want %d", got, SnapshotFormat)
+	if got := snapshotFormatOf(t, snap); got != snapshotFormat3 {
+		t.Fatalf("snapshot format %d, want %d", got, snapshotFormat3)
 	}
 	f := newTestFSM(t)
 	seedOther(t, f)
@@ -142,8 +142,8 @@ func continueBoth(t *testing.T, d *driver, f *testFSM) {
 	}{
 		{&lockstate.CreateSession{TTL: time.Minute, Key: jobsKey, Authority: lockstate.Authority{Auth: jobsToken}}, lockstate.CodeInvalid}, // key in use
 		{&lockstate.CreateSession{TTL: time.Minute, Key: "kThirdSessionKey_00003", Authority: lockstate.Authority{Auth: goneToken}}, lockstate.CodeUnauthorized},
-		{&lockstate.Acquire{Session: plain, Authority: lockstate.Authority{Auth: jobsToken}, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeForbidden},
-		{&lockstate.Release{Session: plain, Authority: lockstate.Authority{Auth: mgmtToken}, Name: "jobs/1"}, ""}, // j3 granted
+		{&lockstate.Acquire{Session: plain, Authority: lockstate.Authority{Auth: jobsToken}, Locks: []lockstate.LockSpec{lock("jobs/4", lockstate.Write)}}, lockstate.CodeNoSession}, // another token's: as if absent
+		{&lockstate.Release{Session: plain, Authority: lockstate.Authority{Auth: mgmtToken}, Name: "jobs/1"}, ""},                                                                    // j3 granted
 		{&lockstate.Revoke{Name: "jobs/1", Authority: lockstate.Authority{Auth: jobsToken}}, lockstate.CodeForbidden},
 		{&lockstate.Revoke{Name: "jobs/1", Authority: lockstate.Authority{Auth: mgmtToken}}, ""},
 		{&lockstate.CreateToken{Authority: lockstate.Authority{Auth: jobsToken}, ID: goneToken, Hash: testHash(3), Rules: read}, lockstate.CodeForbidden},
@@ -178,9 +178,10 @@ func continueBoth(t *testing.T, d *driver, f *testFSM) {
 	}
 }
 
-// TestSnapshotFormatByContent: Persist writes format 3 only for a table
-// with ACL records (a session key, an owner, a revocation, the ACL state),
-// and format 2 otherwise, even after ACL commands that changed nothing.
+// TestSnapshotFormatByContent: Persist writes format 4 only for a table
+// with a token that has its own limits, format 3 only for a table with
+// ACL records (a session key, an owner, a revocation, the ACL state), and
+// format 2 otherwise, even after ACL commands that changed nothing.
 func TestSnapshotFormatByContent(t *testing.T) {
 	write := func(s lockstate.SessionID, name string) *lockstate.Acquire {
 		return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{lock(name, lockstate.Write)}}
@@ -203,13 +204,19 @@ func TestSnapshotFormatByContent(t *testing.T) {
 			s := d.session(func(c *lockstate.CreateSession) { c.Key = plainKey })
 			d.must(&lockstate.CloseSession{Session: s})
 		}, snapshotFormat2},
-		{"session key", func(d *driver) { d.session(func(c *lockstate.CreateSession) { c.Key = plainKey }) }, SnapshotFormat},
+		{"session key", func(d *driver) { d.session(func(c *lockstate.CreateSession) { c.Key = plainKey }) }, snapshotFormat3},
 		{"revocation", func(d *driver) {
 			d.must(write(d.session(), "a"))
 			d.must(&lockstate.Revoke{Name: "a"})
+		}, snapshotFormat3},
+		{"bootstrapped only", func(d *driver) { d.must(&lockstate.BootstrapACL{ID: mgmtToken, Hash: testHash(0)}) }, snapshotFormat3},
+		{"acl", func(d *driver) { *d = *aclState(t) }, snapshotFormat3},
+		{"token limits", func(d *driver) {
+			*d = *aclState(t)
+			d.must(&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: goneToken, Hash: testHash(3), Name: "capped",
+				Rules:  []lockstate.Rule{{Prefix: "x", Access: lockstate.AccessWrite}},
+				Limits: &lockstate.TokenLimits{Sessions: 3, Waiters: lockstate.NoLimit}})
 		}, SnapshotFormat},
-		{"bootstrapped only", func(d *driver) { d.must(&lockstate.BootstrapACL{ID: mgmtToken, Hash: testHash(0)}) }, SnapshotFormat},
-		{"acl", func(d *driver) { *d = *aclState(t) }, SnapshotFormat},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -88,7 +88,8 @@ type token struct {
 	name    string
 	hash    string // hex SHA-256 of the secret
 	rules   []Rule
-	created uint64 // index of the entry that made it
+	created uint64       // index of the entry that made it
+	limits  *TokenLimits // its own per-token limits; nil: the cluster's
 }
 
 // acl is the table's token state.
@@ -131,15 +132,21 @@ func (tok *token) writesSomewhere() bool {
 
 // TokenInfo describes a token, never its secret.
 type TokenInfo struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Rules   []Rule `json:"rules"`
-	Created uint64 `json:"created"`
+	ID      string       `json:"id"`
+	Name    string       `json:"name"`
+	Rules   []Rule       `json:"rules"`
+	Created uint64       `json:"created"`
+	Limits  *TokenLimits `json:"limits,omitempty"`
 	tok     *token
 }
 
 func (tok *token) info() TokenInfo {
-	return TokenInfo{ID: tok.id, Name: tok.name, Rules: slices.Clone(tok.rules), Created: tok.created, tok: tok}
+	ti := TokenInfo{ID: tok.id, Name: tok.name, Rules: slices.Clone(tok.rules), Created: tok.created, tok: tok}
+	if tok.limits != nil {
+		l := *tok.limits
+		ti.Limits = &l
+	}
+	return ti
 }
 
 // Allows reports whether the token may act with access want on name.
@@ -188,7 +195,9 @@ func (t *Table) authorize(auth string, s *session, access Access, names ...strin
 		return errorf(CodeUnauthorized, "token %s does not exist", auth)
 	}
 	if s != nil && s.owner != auth && !tok.admin() {
-		return errorf(CodeForbidden, "session %s belongs to another token", s.publicKey())
+		// As if it did not exist: whether a session id is another
+		// token's must not be learned by trying it.
+		return errorf(CodeNoSession, "session %d not found", s.id)
 	}
 	for _, name := range names {
 		if !tok.allows(name, access) {
@@ -320,7 +329,13 @@ type CreateToken struct {
 	Hash  string `msgpack:"hash"`
 	Name  string `msgpack:"name,omitempty"`
 	Rules []Rule `msgpack:"rules"`
+	// Limits override the cluster's per-token limits for this token.
+	Limits *TokenLimits `msgpack:"limits,omitempty"`
 }
+
+// OwnLimits reports whether the token carries limits of its own, which
+// only log format 4 (fsm.FormatTokenLimits) can hold.
+func (c *CreateToken) OwnLimits() bool { return c.Limits != nil }
 
 // Validate checks the token's fields.
 func (c *CreateToken) Validate() *Error {
@@ -336,6 +351,9 @@ func (c *CreateToken) Validate() *Error {
 	if len(c.Name) > MaxTokenName || !utf8.ValidString(c.Name) || strings.ContainsFunc(c.Name, isControl) {
 		return invalidf("name must be valid UTF-8 without control characters, at most %d bytes", MaxTokenName)
 	}
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
 	return ValidRules(c.Rules)
 }
 
@@ -346,7 +364,12 @@ func (c *CreateToken) apply(t *Table) Result {
 	if err := t.newToken(c.ID, c.Hash); err != nil {
 		return Result{Err: err}
 	}
-	t.acl.add(&token{id: c.ID, name: c.Name, hash: c.Hash, rules: slices.Clone(c.Rules), created: t.index})
+	tok := &token{id: c.ID, name: c.Name, hash: c.Hash, rules: slices.Clone(c.Rules), created: t.index}
+	if c.Limits != nil {
+		l := *c.Limits
+		tok.limits = &l
+	}
+	t.acl.add(tok)
 	return Result{}
 }
 

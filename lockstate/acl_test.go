@@ -117,11 +117,11 @@ func TestACLSessionOwnership(t *testing.T) {
 		&Surrender{Session: s, Name: "jobs/a", Authority: Authority{Auth: tokenID(other)}},
 		&CloseSession{Session: s, Authority: Authority{Auth: tokenID(other)}},
 		&Acquire{Session: s, Authority: Authority{Auth: tokenID(other)}, Locks: []LockSpec{{Name: "other/a", Mode: Write}}},
-		&Cancel{RequestID: "queued", Authority: Authority{Auth: tokenID(other)}},
 	} {
-		d.refused(cmd, CodeForbidden)
+		d.refused(cmd, CodeNoSession) // as if it did not exist
 	}
-	if err := d.tab.MayUse(tokenID(other), s); err == nil || err.Code != CodeForbidden {
+	d.refused(&Cancel{RequestID: "queued", Authority: Authority{Auth: tokenID(other)}}, CodeNoRequest)
+	if err := d.tab.MayUse(tokenID(other), s); err == nil || err.Code != CodeNoSession {
 		t.Fatalf("MayUse by another token = %v", err)
 	}
 	if err := d.tab.MayUse(tokenID(admin), s); err != nil {
@@ -297,7 +297,7 @@ func TestACLStateSurvivesExportAndLoad(t *testing.T) {
 		t.Fatal("key lost in export")
 	}
 	d.refused(&BootstrapACL{ID: tokenID(8), Hash: tokenHash(8)}, CodeForbidden)
-	d.refused(&CloseSession{Session: s, Authority: Authority{Auth: tokenID(other)}}, CodeForbidden)
+	d.refused(&CloseSession{Session: s, Authority: Authority{Auth: tokenID(other)}}, CodeNoSession)
 	if info, _ := d.tab.Session(s); len(info.Revoked) != 1 {
 		t.Fatalf("revocations lost: %+v", info.Revoked)
 	}

@@ -145,5 +145,10 @@ func (d *digester) aclRecord(rec any) {
 			d.putString(string(rule.Access))
 		}
 		d.putUint(r.Created)
+		if r.Limits != nil { // only then: older tables keep their digests
+			d.putTag('L')
+			d.putInt(int64(r.Limits.Sessions))
+			d.putInt(int64(r.Limits.Waiters))
+		}
 	}
 }

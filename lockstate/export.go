@@ -100,6 +100,8 @@ type TokenRecord struct {
 	Hash    string `msgpack:"hash"`
 	Rules   []Rule `msgpack:"rules"`
 	Created uint64 `msgpack:"created"`
+	// Limits are the token's own per-token limits (snapshot format 4).
+	Limits *TokenLimits `msgpack:"limits,omitempty"`
 }
 
 // Export calls fn with the Header and then every record in a canonical
@@ -187,7 +189,8 @@ func (t *Table) exportACL(sessions []*session, fn func(rec any) error) error {
 	}
 	for _, ti := range t.Tokens() {
 		tok := ti.tok
-		if err := fn(TokenRecord{ID: tok.id, Name: tok.name, Hash: tok.hash, Rules: slices.Clone(tok.rules), Created: tok.created}); err != nil {
+		if err := fn(TokenRecord{ID: tok.id, Name: tok.name, Hash: tok.hash, Rules: slices.Clone(tok.rules), Created: tok.created,
+			Limits: ti.Limits}); err != nil {
 			return err
 		}
 	}
@@ -335,13 +338,13 @@ func (l *Loader) ACL(rec ACLRecord) error {
 // Token adds a token.
 func (l *Loader) Token(rec TokenRecord) error {
 	t := l.t
-	if validTokenID("id", rec.ID) != nil || validHash(rec.Hash) != nil || ValidRules(rec.Rules) != nil {
+	if validTokenID("id", rec.ID) != nil || validHash(rec.Hash) != nil || ValidRules(rec.Rules) != nil || rec.Limits.validate() != nil {
 		return fmt.Errorf("lockstate: load: bad token %q", rec.ID)
 	}
 	if t.newToken(rec.ID, rec.Hash) != nil {
 		return fmt.Errorf("lockstate: load: token %q twice", rec.ID)
 	}
-	t.acl.add(&token{id: rec.ID, name: rec.Name, hash: rec.Hash, rules: rec.Rules, created: rec.Created})
+	t.acl.add(&token{id: rec.ID, name: rec.Name, hash: rec.Hash, rules: rec.Rules, created: rec.Created, limits: rec.Limits})
 	return nil
 }
 
@@ -369,5 +372,6 @@ func (l *Loader) Table() (*Table, error) {
 	// an entry in progress; a loaded table has no cycles to search for.
 	t.touched, t.suspects, t.justQueued = nil, nil, nil
 	t.trimDeadlines()
+	t.recountOwners()
 	return t, nil
 }

@@ -198,6 +198,9 @@ func (c *Cancel) apply(t *Table) Result {
 		return Result{Err: errorf(CodeNoRequest, "request %q not found", c.RequestID)}
 	}
 	if err := t.authorize(c.Auth, r.s, AccessWrite); err != nil {
+		if err.Code == CodeNoSession { // another token's: as if it did not exist
+			err = errorf(CodeNoRequest, "request %q not found", c.RequestID)
+		}
 		return Result{Err: err}
 	}
 	if r.status == Pending {

@@ -118,6 +118,9 @@ func (c *CreateSession) apply(t *Table) Result {
 	if c.Limits != nil && c.Limits.Sessions > 0 && len(t.sessions) >= c.Limits.Sessions {
 		return Result{Err: errorf(CodeLimit, "the cluster has %d sessions, its limit", len(t.sessions))}
 	}
+	if err := c.Limits.checkTokenSessions(t, c.Auth); err != nil {
+		return Result{Err: err}
+	}
 	if c.Key != "" && t.byKey[c.Key] != nil {
 		return Result{Err: errorf(CodeInvalid, "session key already in use")}
 	}
@@ -137,6 +140,7 @@ func (c *CreateSession) apply(t *Table) Result {
 
 func (t *Table) addSession(s *session) {
 	t.sessions[s.id] = s
+	t.own(s.owner, 1, 0)
 	if s.key != "" {
 		t.byKey[s.key] = s
 	}
@@ -207,6 +211,7 @@ func (t *Table) endSession(id SessionID, expired bool) Result {
 		}
 	}
 	delete(t.sessions, id)
+	t.own(s.owner, -1, 0)
 	delete(t.byKey, s.key)
 	if expired {
 		t.emit(EvSessionExpired, s, "", "", 0)

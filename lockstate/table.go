@@ -37,7 +37,8 @@ type Table struct {
 
 	acl acl // tokens (acl.go)
 
-	waiting int // pending requests, for Limits.Waiters
+	waiting int                    // pending requests, for Limits.Waiters
+	owners  map[string]ownerCounts // by token id, for the per-token limits
 
 	counters Counters // for metrics only (counters.go)
 
@@ -580,6 +581,7 @@ func (t *Table) enqueueAs(r *request, upgrades []bool, setLimits bool) {
 		r.waiters[i] = w
 	}
 	t.waiting++
+	t.own(r.s.owner, 0, 1)
 	r.s.pending = append(r.s.pending, r)
 	t.justQueued = append(t.justQueued, r)
 }
@@ -590,6 +592,7 @@ func (t *Table) enqueueAs(r *request, upgrades []bool, setLimits bool) {
 func (t *Table) unqueue(r *request) {
 	if r.waiters != nil {
 		t.waiting--
+		t.own(r.s.owner, 0, -1)
 	}
 	for _, w := range r.waiters {
 		for _, e := range w.elems {

@@ -3,8 +3,16 @@ package raftnode
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/lockd/lockd/lockstate"
 )
@@ -16,6 +24,23 @@ import (
 // check is best effort: it compares only when both stand at the same
 // index, which an idle or lightly loaded cluster reaches quickly and a busy
 // one now and then.
+//
+// A difference stops the node as a corrupt entry does (fail-stop): it
+// answers nothing from its table any more (Diverged; the API answers 503
+// diverged), hands leadership away should it win an election, and writes
+// divergedFile into its data dir, so that a restart stays stopped until
+// an operator replaces its data (divergedRemedy).
+
+// divergedFile, in the data dir, marks a node whose state diverged; it
+// holds what was compared. Open reads it.
+const divergedFile = "DIVERGED"
+
+// divergedRemedy tells the operator what to do about a diverged node.
+const divergedRemedy = "this node's lock table differs from the leader's at the same applied index: its state has diverged " +
+	"and it serves nothing until an operator acts: remove it from the cluster (DELETE /v1/members/<id> on another node), " +
+	"move its data dir away (DIVERGED file included) and start it again with an empty one and --join: it is added back " +
+	"and receives a snapshot from the leader (\"Restore one node\" in docs/operations.md). Deleting only the DIVERGED file " +
+	"brings the diverged state back into service"
 
 // digestChecksPerElection: a follower compares its digest with the
 // leader's every 10 election timeouts (10 s at raft's defaults).
@@ -103,7 +128,52 @@ func (n *Node) compareDigestOnce() {
 	}
 	n.digests.mismatches.Add(1)
 	n.digests.lastMismatch.Store(index)
-	n.logger.Error("this node's lock table differs from the leader's at the same applied index: its state has diverged; "+
-		"stop it, move its data dir away and let it rejoin (it receives a snapshot)",
-		"index", index, "digest", hex.EncodeToString(digest[:]), "leader", id, "leader_digest", hex.EncodeToString(rep.Digest))
+	n.diverge(fmt.Sprintf("at applied index %d this node's table digest is %s, leader %s's is %s",
+		index, hex.EncodeToString(digest[:]), id, hex.EncodeToString(rep.Digest)))
+}
+
+// diverge stops the node from serving for good: it records why, in
+// memory and in divergedFile, and logs it with the remedy.
+func (n *Node) diverge(what string) {
+	if !n.diverged.CompareAndSwap(nil, &what) {
+		return // stopped already
+	}
+	n.logger.Error(divergedRemedy, "compared", what)
+	path := filepath.Join(n.cfg.DataDir, divergedFile)
+	if err := os.WriteFile(path, []byte(what+"\n"), 0o640); err != nil {
+		n.logger.Error("cannot write the divergence marker; a restart will serve again", "path", path, "error", err)
+	}
+	n.changes.Notify()
+	if n.raft.State() == raft.Leader {
+		go n.transferLeadership(context.Background())
+	}
+}
+
+// Diverged returns, once this node's state has diverged from the
+// leader's, what was compared; "" while it has not. A diverged node must
+// serve nothing from its table.
+func (n *Node) Diverged() string {
+	if what := n.diverged.Load(); what != nil {
+		return *what
+	}
+	return ""
+}
+
+// loadDiverged reads divergedFile at Open: a node that diverged before
+// its restart stays stopped.
+func (n *Node) loadDiverged() error {
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, divergedFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("raftnode: read the divergence marker: %w", err)
+	}
+	what := strings.TrimSpace(string(b))
+	if what == "" {
+		what = "(the marker names nothing)"
+	}
+	n.diverged.Store(&what)
+	n.logger.Error(divergedRemedy, "compared", what, "marker", divergedFile)
+	return nil
 }

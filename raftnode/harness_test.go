@@ -41,6 +41,8 @@ func testLogger(t testing.TB, id string) hclog.Logger {
 type testCluster struct {
 	t     testing.TB
 	tweak func(*Config)
+
+	mu    sync.Mutex // nodes: the join rule reads it from the node port's goroutines
 	nodes []*testNode
 }
 
@@ -61,7 +63,9 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak}
 	for i := range n {
 		tn := &testNode{c: c, id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raftAddr: "127.0.0.1:0"}
+		c.mu.Lock()
 		c.nodes = append(c.nodes, tn)
+		c.mu.Unlock()
 		tn.start()
 	}
 	t.Cleanup(c.close)
@@ -104,9 +108,26 @@ func (tn *testNode) start() {
 		tn.c.t.Fatalf("open %s: %v", tn.id, err)
 	}
 	tn.raftAddr = n.RaftAddr()
+	n.SetJoinRule(tn.c.joinPeer(tn.id))
 	tn.mu.Lock()
 	tn.node = n
 	tn.mu.Unlock()
+}
+
+// joinPeer is the test cluster's join rule for node self: the other nodes
+// of the cluster that run (the one that bootstraps is among them), as
+// gossip's rule takes the alive members.
+func (c *testCluster) joinPeer(self string) func(string) bool {
+	return func(name string) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, tn := range c.nodes {
+			if tn.id == name && name != self {
+				return tn.get() != nil
+			}
+		}
+		return false
+	}
 }
 
 // stop shuts the node down (as on SIGTERM: leadership handed over).

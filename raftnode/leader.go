@@ -62,6 +62,9 @@ func (n *Node) monitorLeadership() {
 		select {
 		case isLeader := <-n.notifyCh:
 			switch {
+			case isLeader && n.Diverged() != "":
+				// A diverged node must not lead: its table answers nothing.
+				go n.transferLeadership(context.Background())
 			case isLeader && cur == nil && !n.stopping.Load():
 				cur = newLeadership()
 				n.wg.Add(1)

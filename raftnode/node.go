@@ -174,8 +174,11 @@ type Node struct {
 	awaitSlots chan struct{}
 
 	digests    digestState
-	formatGate atomic.Pointer[func() int] // SetLogFormat
-	awaiter    atomic.Pointer[Awaiter]    // SetAwaiter
+	diverged   atomic.Pointer[string]            // what was compared, once the state diverged (digest.go)
+	formatGate atomic.Pointer[func() int]        // SetLogFormat
+	awaiter    atomic.Pointer[Awaiter]           // SetAwaiter
+	joinRule   atomic.Pointer[func(string) bool] // SetJoinRule
+	raftUp     atomic.Pointer[raft.Raft]         // raft, once started: the node port's admission reads it
 
 	// lead is the running leader duties once they are ready (barrier
 	// committed in this term, sessions armed); nil otherwise.
@@ -221,6 +224,9 @@ func Open(cfg Config) (*Node, error) {
 	n.client, n.control = n.newForwardClient(forwardConns), n.newForwardClient(controlConns)
 	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
 
+	if err := n.loadDiverged(); err != nil {
+		return nil, err
+	}
 	if err := n.openStores(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -235,6 +241,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
 	n.raft = r
+	n.raftUp.Store(r)
 
 	n.observer = raft.NewObserver(n.observations, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -617,6 +618,15 @@ func TestFollowerDetectsDivergedDigest(t *testing.T) {
 	}
 	if got := bad.DigestChecks(); got.LastMismatchIndex == 0 {
 		t.Fatalf("mismatch without an index: %+v", got)
+	}
+	// The diverged follower stops for good: a restart reads the marker.
+	if bad.Diverged() == "" || good.Diverged() != "" || l.get().Diverged() != "" {
+		t.Fatalf("diverged: bad %q, good %q, leader %q", bad.Diverged(), good.Diverged(), l.get().Diverged())
+	}
+	followers[0].stop()
+	followers[0].start()
+	if got := followers[0].get().Diverged(); !strings.Contains(got, "digest") {
+		t.Fatalf("after a restart the diverged node says %q", got)
 	}
 }
 

@@ -36,17 +36,23 @@ func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 		*f.Key = key
 	}
 	if f.Limits != nil {
-		*f.Limits = n.limits()
+		*f.Limits = n.limits(format)
 	}
 	return nil
 }
 
 // limits returns the configured limits, or nil when there are none.
-func (n *Node) limits() *lockstate.Limits {
-	if n.cfg.Limits == (lockstate.Limits{}) {
+// Entries in formats before fsm.FormatTokenLimits carry no per-token
+// limits (an older voter could not read them): until every voter runs a
+// build that applies them, tokens are capped only by the other limits.
+func (n *Node) limits(format fsm.Format) *lockstate.Limits {
+	l := n.cfg.Limits
+	if format < fsm.FormatTokenLimits {
+		l.SessionsPerToken, l.WaitersPerToken = 0, 0
+	}
+	if l == (lockstate.Limits{}) {
 		return nil
 	}
-	l := n.cfg.Limits
 	return &l
 }
 

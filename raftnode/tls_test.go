@@ -86,12 +86,17 @@ func TestClusterOverMutualTLS(t *testing.T) {
 	if err := l.get().VerifyPeer(ctx, "evil1", f.raftAddr); err == nil {
 		t.Fatalf("VerifyPeer accepted %s's certificate for the id evil1", f.id)
 	}
+	for _, tn := range c.live() { // members and the join rule: nobody of the cluster was refused
+		if got := tn.get().RaftRefusals(); got != 0 {
+			t.Errorf("%s refused raft %d times", tn.id, got)
+		}
+	}
 }
 
 // A stranger's AppendEntries, RequestVote and TimeoutNow never reach raft:
 // without TLS, with a client certificate of the cluster's CA, with no
 // certificate, or with a node certificate of another CA. An AppendEntries
-// with a node certificate of the cluster's CA is answered, so the
+// with a member's node certificate is answered, so the
 // refusals are the TLS checks'.
 func TestStrangerCannotSpeakRaft(t *testing.T) {
 	pki := newTestPKI(t)
@@ -126,7 +131,7 @@ func TestStrangerCannotSpeakRaft(t *testing.T) {
 		t.Fatalf("log of %s went from %d back to %d", target.id, last, got)
 	}
 	// Control: a member's certificate gets answers.
-	if err := memberAppend(target, pki.store("n9").PeerClient()); err != nil {
+	if err := memberAppend(target, pki.store(l.id).PeerClient()); err != nil {
 		t.Fatalf("a node certificate of the cluster's CA was refused: %v", err)
 	}
 }
@@ -226,7 +231,7 @@ func TestInternalRPCAnswersOnlyMembers(t *testing.T) {
 func TestIdleHostCannotFillTheHandshakeSlots(t *testing.T) {
 	pki := newTestPKI(t)
 	srv := pki.store("n1")
-	port, err := listenNodePort("127.0.0.1:0", nil, srv.PeerServer(), srv.PeerClient())
+	port, err := listenNodePort("127.0.0.1:0", nil, srv.PeerServer(), srv.PeerClient(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,14 +48,15 @@ type nodePort struct {
 	clientTLS *tls.Config
 	raft      *connQueue
 	internal  *connQueue
-	pending   chan struct{} // a slot per connection in its handshake
+	admission *raftAdmission // nil: every raft peer the TLS handshake accepted
+	pending   chan struct{}  // a slot per connection in its handshake
 	perHost   sync.Mutex
 	byHost    map[string]int // connections in their handshake, by remote IP
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-func listenNodePort(bind string, advertise net.Addr, serverTLS, clientTLS *tls.Config) (*nodePort, error) {
+func listenNodePort(bind string, advertise net.Addr, serverTLS, clientTLS *tls.Config, admission *raftAdmission) (*nodePort, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func listenNodePort(bind string, advertise net.Addr, serverTLS, clientTLS *tls.C
 		ln.Close()
 		return nil, fmt.Errorf("%v is not an address other nodes can dial: set the advertised raft address", advertise)
 	}
-	p := &nodePort{listener: ln, advertise: advertise, serverTLS: serverTLS, clientTLS: clientTLS,
+	p := &nodePort{listener: ln, advertise: advertise, serverTLS: serverTLS, clientTLS: clientTLS, admission: admission,
 		pending: make(chan struct{}, maxPendingConns), byHost: make(map[string]int), done: make(chan struct{})}
 	p.raft = newConnQueue(p)
 	p.internal = newConnQueue(p)
@@ -155,7 +156,12 @@ func (p *nodePort) route(conn net.Conn, host string) {
 	_ = conn.SetDeadline(time.Time{})
 	switch b[0] {
 	case protoRaft:
-		p.raft.push(conn)
+		admitted, err := p.admission.wrap(conn)
+		if err != nil {
+			conn.Close()
+			return
+		}
+		p.raft.push(admitted)
 	case protoInternal:
 		p.internal.push(conn)
 	default:
@@ -256,7 +262,7 @@ func (n *Node) openTransport() error {
 		}
 		advertise = addr
 	}
-	port, err := listenNodePort(n.cfg.RaftBind, advertise, n.cfg.PeerServerTLS, n.cfg.PeerClientTLS)
+	port, err := listenNodePort(n.cfg.RaftBind, advertise, n.cfg.PeerServerTLS, n.cfg.PeerClientTLS, n.newRaftAdmission())
 	if err != nil {
 		return fmt.Errorf("raftnode: node port on %s: %w", n.cfg.RaftBind, err)
 	}

@@ -112,21 +112,22 @@ func TestSessionBelongsToItsToken(t *testing.T) {
 	if _, err := s.Lock(ctx, "jobs/a"); err != nil {
 		t.Fatal(err)
 	}
+	// Another token's session answers as one that does not exist.
 	foreign := other.SessionByID(s.ID())
-	if err := foreign.KeepAliveOnce(ctx); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("keepalive of another token's session: %v, want ErrForbidden", err)
+	if err := foreign.KeepAliveOnce(ctx); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("keepalive of another token's session: %v, want ErrSessionNotFound", err)
 	}
-	if err := foreign.Unlock(ctx, "jobs/a"); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("release through another token's session: %v, want ErrForbidden", err)
+	if err := foreign.Unlock(ctx, "jobs/a"); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("release through another token's session: %v, want ErrSessionNotFound", err)
 	}
-	if _, err := foreign.TryLock(ctx, "jobs/b"); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("acquire through another token's session: %v, want ErrForbidden", err)
+	if _, err := foreign.TryLock(ctx, "jobs/b"); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("acquire through another token's session: %v, want ErrSessionNotFound", err)
 	}
-	if _, err := other.GetSession(ctx, s.ID()); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("get another token's session: %v, want ErrForbidden", err)
+	if _, err := other.GetSession(ctx, s.ID()); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("get another token's session: %v, want ErrSessionNotFound", err)
 	}
-	if err := foreign.Close(ctx); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("close another token's session: %v, want ErrForbidden", err)
+	if err := foreign.Close(ctx); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("close another token's session: %v, want ErrSessionNotFound", err)
 	}
 	if err := other.SessionByID("AAAAAAAAAAAAAAAAAAAAAA").KeepAliveOnce(ctx); !errors.Is(err, client.ErrSessionNotFound) {
 		t.Errorf("keepalive of an unknown id: %v, want ErrSessionNotFound", err)

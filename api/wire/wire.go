@@ -287,6 +287,10 @@ type StatusResponse struct {
 	// leader's at the same applied index; a mismatch means its state
 	// diverged (docs/operations.md).
 	DigestChecks DigestChecks `json:"digest_checks"`
+	// Diverged, once this node's state diverged from the leader's, says
+	// what was compared: the node then answers 503 diverged to every
+	// request but this one, /metrics and the dashboard.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // DigestChecks is a follower's record of comparing its table with the
@@ -326,12 +330,23 @@ type Token struct {
 	Secret string `json:"secret,omitempty"`
 	Name   string `json:"name"`
 	Rules  []Rule `json:"rules"`
+	// Limits are the token's own per-token limits, if it has any.
+	Limits *TokenLimits `json:"limits,omitempty"`
+}
+
+// TokenLimits override the cluster's per-token limits
+// (--max-sessions-per-token, --max-waiters-per-token) for one token: 0
+// keeps the cluster's, -1 lifts it, a positive value replaces it.
+type TokenLimits struct {
+	Sessions int `json:"sessions,omitempty"` // live sessions it owns
+	Waiters  int `json:"waiters,omitempty"`  // requests its sessions have queued
 }
 
 // CreateTokenRequest is the body of POST /v1/acl/tokens.
 type CreateTokenRequest struct {
-	Name  string `json:"name"`
-	Rules []Rule `json:"rules"`
+	Name   string       `json:"name"`
+	Rules  []Rule       `json:"rules"`
+	Limits *TokenLimits `json:"limits,omitempty"`
 }
 
 // RevokeRequest is the body of POST /v1/revoke.

@@ -157,6 +157,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
 	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")
 	fs.IntVar(&c.Limits.Waiters, "max-waiters", 100000, "most requests queued in the cluster (0: no limit)")
+	// A tenth of the cluster's caps: one token (a runaway client, a
+	// leaked secret) cannot take more than a tenth of the sessions or of
+	// the queue, so nine others still fit, and 10000 is still far above
+	// what one service needs (docs/operations.md).
+	fs.IntVar(&c.Limits.SessionsPerToken, "max-sessions-per-token", 10000, "most live sessions one ACL token owns (0: no limit; a token's own limits override it)")
+	fs.IntVar(&c.Limits.WaitersPerToken, "max-waiters-per-token", 10000, "most requests one ACL token's sessions have queued (0: no limit; a token's own limits override it)")
 	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
 	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
 	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
@@ -245,9 +251,12 @@ func (c *config) check() error {
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:
 		return errors.New("--max-waits, --max-streams, --max-conns and --max-stream-duration must be positive")
-	case min(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) < 0 ||
-		max(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters) > 1<<30:
-		return errors.New("--max-sessions, --max-holds-per-session, --max-waiters-per-name and --max-waiters must be in [0, 2^30]")
+	case min(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters,
+		c.Limits.SessionsPerToken, c.Limits.WaitersPerToken) < 0 ||
+		max(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters,
+			c.Limits.SessionsPerToken, c.Limits.WaitersPerToken) > 1<<30:
+		return errors.New("--max-sessions, --max-holds-per-session, --max-waiters-per-name, --max-waiters, " +
+			"--max-sessions-per-token and --max-waiters-per-token must be in [0, 2^30]")
 	}
 	if err := c.checkSecurity(); err != nil {
 		return err

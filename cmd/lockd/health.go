@@ -32,6 +32,9 @@ func health(args []string) int {
 	case err != nil:
 		say(*quiet, "unhealthy: %v\n", err)
 		return 1
+	case st.Diverged != "":
+		say(*quiet, "unhealthy: node %s has diverged from the leader and serves nothing: %s\n", st.NodeID, st.Diverged)
+		return 1
 	case st.Leader.ID == "":
 		say(*quiet, "unhealthy: node %s is %s and knows no leader\n", st.NodeID, st.State)
 		return 1

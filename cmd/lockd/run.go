@@ -251,6 +251,7 @@ func (a *agent) join() error {
 	} else {
 		a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
 	}
+	a.node.SetJoinRule(c.JoinPeer) // a node outside the configuration hears raft only from these
 	a.cl.Store(c)
 	return nil
 }

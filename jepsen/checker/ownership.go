@@ -20,29 +20,50 @@ func HadIntruder(events []history.Event) bool {
 // token of its own, to act through the workers' sessions; two checks:
 //
 //  1. every attempt was refused as forbidden, or found the session or
-//     request gone (404: nothing to change). An accepted attempt is a
-//     violation; so is any other refusal, which means the request got
-//     past the ownership check to be refused for something else.
-//     Attempts with an unknown outcome are counted.
+//     request "not found" (404: nothing to change; lockd answers another
+//     token's session or request as if it did not exist, so that ids
+//     cannot be probed). An accepted attempt is a violation; so is any
+//     other refusal, which means the request got past the ownership
+//     check to be refused for something else. Attempts with an unknown
+//     outcome are counted.
 //  2. no worker lost its session, or had an acquire cancelled, with no
 //     fault and no operation of its own to explain it, after an intruder
 //     attempt through that session: whatever that attempt was answered,
 //     it changed the session (see unexplainedLosses).
 //
-// A run whose intruder was never refused as forbidden proved nothing:
-// unknown.
+// A run whose intruder was never refused for ownership proved nothing:
+// unknown. A refusal counts as one when it said forbidden, or said
+// session_not_found while the session lived on (its worker completed an
+// operation through it afterwards: "refused_alive").
 func Ownership(events []history.Event, cfg Config) Result {
 	r := newResult("ownership")
 	attempts := intrusions(events)
+	lastOK := workerLastOK(events)
 	for _, a := range attempts {
 		judgeIntrusion(a, cfg, &r)
+		if a.comp != nil && a.comp.Type == history.Fail && a.comp.Error == "session_not_found" &&
+			lastOK[a.inv.Session] > a.comp.Index {
+			r.Counts["refused_alive"]++
+		}
 	}
 	unexplainedLosses(events, attempts, cfg, &r)
-	if cfg.Intruder && r.Counts["forbidden"] == 0 && r.Verdict == Valid {
+	if cfg.Intruder && r.Counts["forbidden"]+r.Counts["refused_alive"] == 0 && r.Verdict == Valid {
 		r.Verdict = Unknown
-		r.Note = "the intruder made no attempt that was refused as forbidden: the check proved nothing"
+		r.Note = "the intruder made no attempt refused for ownership (forbidden, or not found while the session lived): the check proved nothing"
 	}
 	return r
+}
+
+// workerLastOK returns, by session, the index of the last operation a
+// worker completed through it.
+func workerLastOK(events []history.Event) map[string]int {
+	out := map[string]int{}
+	for _, e := range events {
+		if e.Type == history.OK && e.Session != "" && e.Process != history.Intruder && e.Process != history.Nemesis {
+			out[e.Session] = max(out[e.Session], e.Index)
+		}
+	}
+	return out
 }
 
 // intrusion is one intruder attempt: its invoke and completion (nil:

@@ -65,10 +65,17 @@ func TestOwnershipAcceptedAttemptIsInvalid(t *testing.T) {
 	}
 }
 
-// An intruder that was never refused as forbidden proved nothing.
+// An intruder that was never refused for ownership proved nothing: a
+// session_not_found counts as one only if the worker's session lived on
+// (lockd answers another token's session as one that does not exist).
 func TestOwnershipNeverForbiddenIsUnknown(t *testing.T) {
 	if r := Ownership(attempt(0, history.Fail, "close", "session_not_found"), Config{Intruder: true}); r.Verdict != Unknown {
 		t.Fatalf("no forbidden attempt: %s", r.Verdict)
+	}
+	lived := append(attempt(0, history.Fail, "close", "session_not_found"),
+		history.Event{Index: 5, Type: history.OK, Process: 3, F: history.Acquire, Session: "victim"})
+	if r := Ownership(lived, Config{Intruder: true}); r.Verdict != Valid || r.Counts["refused_alive"] != 1 {
+		t.Fatalf("not found while the session lived: %s %+v", r.Verdict, r.Counts)
 	}
 }
 

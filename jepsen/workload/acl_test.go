@@ -115,7 +115,7 @@ func TestIntruderAgainstRealLockd(t *testing.T) {
 		}
 		t.Logf("admin=%v: ownership %s %v %v", admin, own.Verdict, own.Counts, first(own.Anomalies, 3))
 		switch {
-		case !admin && (own.Verdict != checker.Valid || own.Counts["forbidden"] == 0):
+		case !admin && (own.Verdict != checker.Valid || own.Counts["forbidden"]+own.Counts["refused_alive"] == 0):
 			t.Errorf("refused intruder: %+v", own)
 		case admin && (own.Verdict != checker.Invalid || own.Counts["accepted"] == 0):
 			t.Errorf("intruder with the management token not flagged: %+v", own)

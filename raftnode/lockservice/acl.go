@@ -160,16 +160,16 @@ func (s *Service) Bootstrap(ctx context.Context) (NewToken, error) {
 }
 
 // CreateToken makes a token with rules; the caller must be a management token.
-func (s *Service) CreateToken(ctx context.Context, name string, rules []lockstate.Rule) (NewToken, error) {
+func (s *Service) CreateToken(ctx context.Context, name string, rules []lockstate.Rule, limits *lockstate.TokenLimits) (NewToken, error) {
 	id, secret, err := drawToken()
 	if err != nil {
 		return NewToken{}, err
 	}
-	cmd := &lockstate.CreateToken{ID: id, Hash: HashSecret(secret), Name: name, Rules: rules}
+	cmd := &lockstate.CreateToken{ID: id, Hash: HashSecret(secret), Name: name, Rules: rules, Limits: limits}
 	if _, _, err := s.propose(ctx, cmd, once); err != nil {
 		return NewToken{}, err
 	}
-	return NewToken{TokenInfo: lockstate.TokenInfo{ID: id, Name: name, Rules: rules}, Secret: secret}, nil
+	return NewToken{TokenInfo: lockstate.TokenInfo{ID: id, Name: name, Rules: rules, Limits: limits}, Secret: secret}, nil
 }
 
 // DeleteToken deletes a token: from its entry on, no node accepts it.

@@ -191,7 +191,7 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 func (s *Service) mayFollow(ctx context.Context, id string) error {
 	return s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
-			return refusal(lockstate.CodeForbidden, "request %q belongs to another token's session", id)
+			return refusal(lockstate.CodeNoRequest, "request %q not found", id) // as if it did not exist
 		}
 		return nil
 	})

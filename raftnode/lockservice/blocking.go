@@ -10,13 +10,21 @@ import (
 )
 
 // blocking says, for a timeout message, who holds what the request
-// wanted, from this node's table once it has applied index.
+// wanted, from this node's table once it has applied index. A session of
+// a token other than the caller's is not named (a management token sees
+// every id).
 func (s *Service) blocking(ctx context.Context, specs []lockstate.LockSpec, index uint64) string {
 	s.waitApplied(ctx, index)
+	caller := callerOf(ctx).TokenID
 	var parts []string
 	s.fsm.Read(func(t *lockstate.Table) {
+		tok, known := t.Token(caller)
+		visible := func(id lockstate.SessionID) bool {
+			info, ok := t.Session(id)
+			return caller == "" || known && tok.Admin() || ok && info.Owner == caller
+		}
 		for _, sp := range specs {
-			parts = append(parts, describeName(t, sp.Name))
+			parts = append(parts, describeName(t, sp.Name, visible))
 		}
 	})
 	return strings.Join(parts, "; ")
@@ -24,19 +32,19 @@ func (s *Service) blocking(ctx context.Context, specs []lockstate.LockSpec, inde
 
 // describeName names the holders of name, or of the nearest related name
 // that holds it up.
-func describeName(t *lockstate.Table, name string) string {
+func describeName(t *lockstate.Table, name string, visible func(lockstate.SessionID) bool) string {
 	if li, ok := t.Lock(name); ok && len(li.Holders) > 0 {
-		return fmt.Sprintf("%s is held by %s", name, describeHolders(li))
+		return fmt.Sprintf("%s is held by %s", name, describeHolders(li, visible))
 	}
 	for p := name; strings.Contains(p, "/"); {
 		p = p[:strings.LastIndexByte(p, '/')]
 		if li, ok := t.Lock(p); ok && len(li.Holders) > 0 {
-			return fmt.Sprintf("%s is covered by %s, held by %s", name, p, describeHolders(li))
+			return fmt.Sprintf("%s is covered by %s, held by %s", name, p, describeHolders(li, visible))
 		}
 	}
 	for _, li := range t.Locks(name + "/") {
 		if len(li.Holders) > 0 {
-			return fmt.Sprintf("%s has %s below it, held by %s", name, li.Name, describeHolders(li))
+			return fmt.Sprintf("%s has %s below it, held by %s", name, li.Name, describeHolders(li, visible))
 		}
 	}
 	li, ok := t.Lock(name)
@@ -49,10 +57,14 @@ func describeName(t *lockstate.Table, name string) string {
 	return fmt.Sprintf("%s is not held now", name)
 }
 
-func describeHolders(li lockstate.LockInfo) string {
+func describeHolders(li lockstate.LockInfo, visible func(lockstate.SessionID) bool) string {
 	holders := make([]string, 0, len(li.Holders))
 	for _, h := range li.Holders {
-		holders = append(holders, fmt.Sprintf("session %s (%s, token %d)", h.Key, h.Mode, h.Token))
+		who := "another token's session"
+		if visible(h.Session) {
+			who = "session " + h.Key
+		}
+		holders = append(holders, fmt.Sprintf("%s (%s, token %d)", who, h.Mode, h.Token))
 	}
 	return strings.Join(holders, ", ")
 }

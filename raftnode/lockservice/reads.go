@@ -128,7 +128,7 @@ func (s *Service) Session(ctx context.Context, c Consistency, session string) (l
 	var ok bool
 	err = s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		if info, ok = t.Session(id); ok && !owns(tok, info.Owner) {
-			return refusal(lockstate.CodeForbidden, "session %s belongs to another token", info.Key)
+			return sessionNotFound(id) // as if it did not exist: no oracle of other tokens' ids
 		}
 		return nil
 	})

@@ -64,9 +64,10 @@ func TestACLCluster(t *testing.T) {
 	_, err = jobs.acquire(ctx, f[1].httpAddr, s, "", "other/a", "0s")
 	expect("jobs/ token on other/a", err, http.StatusForbidden, "forbidden")
 
-	expect("release by another token", other.release(ctx, f[0].httpAddr, s, "jobs/a"), http.StatusForbidden, "forbidden")
-	expect("keepalive by another token", other.keepalive(ctx, f[1].httpAddr, s), http.StatusForbidden, "forbidden")
-	expect("close by another token", other.do(ctx, "DELETE", leader.httpAddr, "/v1/sessions/"+s, nil, nil), http.StatusForbidden, "forbidden")
+	// Another token's session answers as one that does not exist.
+	expect("release by another token", other.release(ctx, f[0].httpAddr, s, "jobs/a"), http.StatusNotFound, "session_not_found")
+	expect("keepalive by another token", other.keepalive(ctx, f[1].httpAddr, s), http.StatusNotFound, "session_not_found")
+	expect("close by another token", other.do(ctx, "DELETE", leader.httpAddr, "/v1/sessions/"+s, nil, nil), http.StatusNotFound, "session_not_found")
 	expect("unknown session", jobs.keepalive(ctx, f[0].httpAddr, "no-such-session"), http.StatusNotFound, "session_not_found")
 
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+f[0].httpAddr+"/v1/release",
