@@ -183,11 +183,12 @@ var legacy = map[reflect.Type]reflect.Type{
 		Auth string `msgpack:"auth,omitempty"`
 	}](),
 	reflect.TypeFor[*lockstate.CreateToken](): reflect.TypeFor[struct {
-		Auth  string           `msgpack:"auth"`
-		ID    string           `msgpack:"id"`
-		Hash  string           `msgpack:"hash"`
-		Name  string           `msgpack:"name,omitempty"`
-		Rules []lockstate.Rule `msgpack:"rules"`
+		Auth   string                 `msgpack:"auth"`
+		ID     string                 `msgpack:"id"`
+		Hash   string                 `msgpack:"hash"`
+		Name   string                 `msgpack:"name,omitempty"`
+		Rules  []lockstate.Rule       `msgpack:"rules"`
+		Limits *lockstate.TokenLimits `msgpack:"limits,omitempty"`
 	}](),
 	reflect.TypeFor[*lockstate.DeleteToken](): reflect.TypeFor[struct {
 		Auth string `msgpack:"auth"`
