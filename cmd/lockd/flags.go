@@ -106,6 +106,7 @@ var envFlags = map[string]string{
 	"snapshot-threshold": "LOCKD_SNAPSHOT_THRESHOLD",
 	"snapshot-interval":  "LOCKD_SNAPSHOT_INTERVAL",
 	"trailing-logs":      "LOCKD_TRAILING_LOGS",
+	"raft-log":           "LOCKD_RAFT_LOG",
 }
 
 // setFromEnv sets the envFlags whose variable is set and not empty.

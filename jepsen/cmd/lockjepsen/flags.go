@@ -88,6 +88,7 @@ type runConfig struct {
 	liveness, linTimeout            time.Duration
 	seed                            int64
 	negative                        string
+	raftLog                         string // the nodes' --raft-log ("": lockd's default)
 	out, dir                        string
 	project, subnet, ports          string
 	build, keep, verbose            bool
@@ -123,6 +124,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		`" (an upgrade without the version gate), "`+negStaleSnapshot+
 		`" (every snapshot holds the state of the one before) or "`+negNoFsync+
 		`" (lockd acknowledges log writes it fsyncs only now and then); the run must be flagged invalid`)
+	fs.StringVar(&c.raftLog, "raft-log", "", `the nodes' --raft-log: "wal" or "bolt" (default: lockd's, wal; bolt under --negative no-fsync)`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
@@ -284,6 +286,12 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=stale-snapshot")
 	case negNoFsync:
 		env = append(env, "LOCKD_UNSAFE=no-fsync")
+	}
+	if raftLog := cfg.raftLog; raftLog != "" || cfg.negative == negNoFsync {
+		if cfg.negative == negNoFsync {
+			raftLog = "bolt" // the no-fsync store is bolt's
+		}
+		env = append(env, "LOCKD_RAFT_LOG="+raftLog)
 	}
 	if cfg.withoutACL() {
 		env = append(env, "LOCKD_ACL=0")

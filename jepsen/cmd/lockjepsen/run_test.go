@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,24 @@ func TestJudgeWritesResults(t *testing.T) {
 		}
 		if want := fmt.Sprintf(`"exercised": %v`, tt.exercised); !strings.Contains(string(b), want) {
 			t.Errorf("%s: results.json lacks %s", tt.name, want)
+		}
+	}
+}
+
+// The nodes get the environment their run needs: no-fsync's store is
+// bolt's, and --raft-log reaches every node.
+func TestClusterEnv(t *testing.T) {
+	for _, tt := range []struct{ args, want string }{
+		{"--nemesis power --negative no-fsync", "LOCKD_RAFT_LOG=bolt"},
+		{"--nemesis power --raft-log bolt", "LOCKD_RAFT_LOG=bolt"},
+		{"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --negative wall-clock", "LOCKD_UNSAFE=wall-clock"},
+	} {
+		cfg, err := parseRunFlags(append(strings.Fields(tt.args), "--dir", t.TempDir()))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.args, err)
+		}
+		if env := clusterEnv(cfg); !slices.Contains(env, tt.want) {
+			t.Errorf("%s: environment %q lacks %s", tt.args, env, tt.want)
 		}
 	}
 }
