@@ -17,14 +17,16 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// testTiming scales raft's timeouts for loopback tests: 250ms heartbeat
-// and election timeouts, 125ms lease, 12.5ms commit, which holds up under
-// -race on a loaded two-core machine. LOCKD_TEST_TIMING overrides it.
+// testTiming scales raft's timeouts for loopback tests: 500ms heartbeat
+// and election timeouts, 250ms lease, 25ms commit. At a quarter of raft's
+// defaults, followers of a two-core machine at load 20 (the jepsen smoke
+// beside go test) missed heartbeats and leaders changed mid-test.
+// LOCKD_TEST_TIMING overrides it.
 var testTiming = func() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("LOCKD_TEST_TIMING"), 64); err == nil && v > 0 {
 		return v
 	}
-	return 0.25
+	return 0.5
 }()
 
 // testLogger is silent unless LOCKD_TEST_LOG is set (e.g. to "debug").
