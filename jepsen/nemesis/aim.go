@@ -42,6 +42,10 @@ const (
 
 // Evidence event names (history.Event.F of a Nemesis info event).
 const (
+	// Aiming marks the start of an attempt: its fault comes after it
+	// (the fault's own start event is recorded once it is applied,
+	// which can take seconds).
+	Aiming    = "aiming"
 	Exercised = "exercised"
 	Missed    = "missed"
 )
@@ -56,6 +60,7 @@ func (s *schedule) aim(ctx context.Context) map[string]int {
 	for try := 0; try < aimTries && sleep(ctx, between(s.r, s.cfg.Interval/2, s.cfg.Interval)); try++ {
 		var evidence []string
 		var err error
+		s.rec(history.Event{Process: history.Nemesis, Type: history.Info, F: Aiming, Fault: s.cfg.Aim})
 		switch s.cfg.Aim {
 		case AimWallClock:
 			evidence, err = s.aimWallClock(ctx)
