@@ -454,36 +454,9 @@ func currentLeader(ctx context.Context, c *compose.Cluster) string {
 // applied; a non-nil fault with an error when something may have been
 // (so that it gets undone).
 func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, name string, d time.Duration) (*fault, error) {
-	nodes := c.Names()
-	pickNode := func(leaderToo bool) string {
-		if leaderToo && r.Intn(2) == 0 {
-			if l := currentLeader(ctx, c); l != "" {
-				return l
-			}
-		}
-		return nodes[r.Intn(len(nodes))]
-	}
-	heal := func(ctx context.Context) error { return Heal(ctx, c) }
-	partition := func(name string, groups [][]string) (*fault, error) {
-		ft := &fault{name: name, targets: Targets(groups), undo: heal}
-		if err := Partition(ctx, c, groups); err != nil {
-			return ft, err
-		}
-		return ft, nil
-	}
 	switch name {
-	case FaultPartitionNode:
-		return partition(name, RandomIsolate(nodes, r))
-	case FaultPartitionLeader:
-		l, _ := c.Leader(ctx)
-		if l == "" {
-			return partition(FaultPartitionNode, RandomIsolate(nodes, r))
-		}
-		return partition(name, IsolateGroups(nodes, l))
-	case FaultPartitionMajority:
-		return partition(name, MajorityMinority(nodes, r))
-	case FaultPartitionBridge:
-		return partition(name, Bridge(nodes, r))
+	case FaultPartitionNode, FaultPartitionLeader, FaultPartitionMajority, FaultPartitionBridge:
+		return applyPartition(ctx, c, r, name)
 	case FaultKill:
 		n := ""
 		if cfg.LoneReplacements {
@@ -492,21 +465,18 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 			n = currentLeader(ctx, c)
 		}
 		if n == "" {
-			n = pickNode(true)
+			n = pickNode(ctx, c, r, true)
 		}
 		ft := &fault{name: name, targets: []string{n},
 			undo: func(ctx context.Context) error { return Restart(ctx, c, n) }}
 		return ft, Kill(ctx, c, n)
 	case FaultPause:
-		n := pickNode(true)
+		n := pickNode(ctx, c, r, true)
 		ft := &fault{name: name, targets: []string{n},
 			undo: func(ctx context.Context) error { return Resume(ctx, c, n) }}
 		return ft, Pause(ctx, c, n)
 	case FaultClientPause:
-		pd := between(r, cfg.SessionTTL+time.Second, 2*cfg.SessionTTL)
-		if pd < d {
-			pd = d
-		}
+		pd := max(between(r, cfg.SessionTTL+time.Second, 2*cfg.SessionTTL), d)
 		target, err := cfg.ClientPause(ctx, pd)
 		if err != nil {
 			return nil, err
@@ -516,27 +486,72 @@ func apply(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, na
 		return clockBump(ctx, c, clockTarget(ctx, c, r), r)
 	case FaultClockStrobe:
 		return clockStrobe(ctx, c, clockTarget(ctx, c, r), r)
-	case FaultDiskFull:
-		return breakOne(filling(c, name), pickNode(true))
-	case FaultDiskFail:
-		return breakOne(failing(c, name), pickNode(true))
-	case FaultDiskCrash:
-		return breakMajority(ctx, c, r, filling(c, name))
-	case FaultDiskFailCrash:
-		return breakMajority(ctx, c, r, failing(c, name))
-	case FaultPowerLoss:
-		return powerLossOne(ctx, c, cfg, name, pickNode(true), nil)
-	case FaultTornWrite:
-		return powerLossOne(ctx, c, cfg, name, pickNode(true), r)
-	case FaultPowerLossMajority:
-		return powerLossMajority(ctx, c, cfg, r)
-	case FaultBadRead:
-		return badRead(c, pickNode(true), r)
 	case FaultUpgrade:
 		return upgradeNext(ctx, c, cfg)
+	}
+	if ft, ok, err := applyDisk(ctx, c, cfg, r, name); ok {
+		return ft, err
 	}
 	if isMembership(name) {
 		return applyMembership(ctx, c, cfg, r, name)
 	}
 	return nil, fmt.Errorf("unknown fault %q", name)
+}
+
+// pickNode is a random node, or the leader half the time with leaderToo.
+func pickNode(ctx context.Context, c *compose.Cluster, r *rand.Rand, leaderToo bool) string {
+	nodes := c.Names()
+	if leaderToo && r.Intn(2) == 0 {
+		if l := currentLeader(ctx, c); l != "" {
+			return l
+		}
+	}
+	return nodes[r.Intn(len(nodes))]
+}
+
+// applyPartition installs one partition fault; healing undoes it.
+func applyPartition(ctx context.Context, c *compose.Cluster, r *rand.Rand, name string) (*fault, error) {
+	nodes := c.Names()
+	var groups [][]string
+	switch name {
+	case FaultPartitionLeader:
+		if l, _ := c.Leader(ctx); l != "" {
+			groups = IsolateGroups(nodes, l)
+		} else {
+			name, groups = FaultPartitionNode, RandomIsolate(nodes, r)
+		}
+	case FaultPartitionMajority:
+		groups = MajorityMinority(nodes, r)
+	case FaultPartitionBridge:
+		groups = Bridge(nodes, r)
+	default:
+		groups = RandomIsolate(nodes, r)
+	}
+	ft := &fault{name: name, targets: Targets(groups), undo: func(ctx context.Context) error { return Heal(ctx, c) }}
+	return ft, Partition(ctx, c, groups)
+}
+
+// applyDisk applies a disk or power fault; ok is false for any other.
+func applyDisk(ctx context.Context, c *compose.Cluster, cfg Config, r *rand.Rand, name string) (ft *fault, ok bool, err error) {
+	switch name {
+	case FaultDiskFull:
+		ft, err = breakOne(filling(c, name), pickNode(ctx, c, r, true))
+	case FaultDiskFail:
+		ft, err = breakOne(failing(c, name), pickNode(ctx, c, r, true))
+	case FaultDiskCrash:
+		ft, err = breakMajority(ctx, c, r, filling(c, name))
+	case FaultDiskFailCrash:
+		ft, err = breakMajority(ctx, c, r, failing(c, name))
+	case FaultPowerLoss:
+		ft, err = powerLossOne(ctx, c, cfg, name, pickNode(ctx, c, r, true), nil)
+	case FaultTornWrite:
+		ft, err = powerLossOne(ctx, c, cfg, name, pickNode(ctx, c, r, true), r)
+	case FaultPowerLossMajority:
+		ft, err = powerLossMajority(ctx, c, cfg, r)
+	case FaultBadRead:
+		ft, err = badRead(c, pickNode(ctx, c, r, true), r)
+	default:
+		return nil, false, nil
+	}
+	return ft, true, err
 }
