@@ -42,6 +42,7 @@ runs() {
 		echo "--nodes 3 --workload mutex --nemesis disk-fail-crash --time 60s --interval 4s --fault-duration 6s --negative lying-disk"
 		echo "--nodes 3 --workload mutex --nemesis partition,kill --snapshot-threshold 64 --trailing-logs 32 --time 60s --negative stale-snapshot"
 		echo "--nodes 3 --workload mutex --nemesis upgrade --time 60s --interval 4s --fault-duration 6s --negative ungated-upgrade"
+		echo "--nodes 3 --workload mutex --nemesis clock --hold-ttl 3s --time 60s --negative hold-past-ttl"
 	fi
 }
 

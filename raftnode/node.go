@@ -95,6 +95,11 @@ type Config struct {
 	// during faults (--unsafe stale-snapshot; stale.go). A node restored
 	// from one misses entries.
 	UnsafeStaleSnapshot bool
+	// UnsafeNoHoldTTL drops the hold TTL of every acquire this node
+	// proposes as leader, so the table keeps those holds until they are
+	// released or their session ends: TESTING ONLY, the negative control
+	// of the jepsen hold-ttl checker (--unsafe no-hold-ttl; stamp.go).
+	UnsafeNoHoldTTL bool
 	// LogStore is where raft's log lives in a new data dir: LogBolt or
 	// LogWAL ("": LogWAL). A data dir keeps the store it was made with;
 	// naming the other one is refused.

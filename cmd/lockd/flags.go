@@ -74,7 +74,9 @@ type config struct {
 // (raftnode.Config.UnsafeStaleSnapshot), so a node restored from one
 // misses entries. unsafeNoFsync: raft.db is fsynced only at every 64th
 // log write (raftnode.Config.UnsafeNoFsync), so a node acknowledges
-// entries a power loss takes back.
+// entries a power loss takes back. unsafeNoHoldTTL: the leader drops
+// every acquire's hold TTL (raftnode.Config.UnsafeNoHoldTTL), so holds
+// are kept past it.
 const (
 	unsafeNoConsensus   = "no-consensus"
 	unsafeWallClock     = "wall-clock"
@@ -82,10 +84,12 @@ const (
 	unsafeNoFormatGate  = "no-format-gate"
 	unsafeStaleSnapshot = "stale-snapshot"
 	unsafeNoFsync       = "no-fsync"
+	unsafeNoHoldTTL     = "no-hold-ttl"
 )
 
 // unsafeModes are the --unsafe modes.
-var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot, unsafeNoFsync}
+var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot, unsafeNoFsync,
+	unsafeNoHoldTTL}
 
 // envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
 // compose file passes it to every node).
@@ -206,7 +210,8 @@ func (c *config) testingFlags(fs *flag.FlagSet) {
 			unsafeLyingDisk+"\" acknowledges raft log writes that failed; \""+
 			unsafeNoFormatGate+"\" writes log formats older voters cannot apply; \""+
 			unsafeStaleSnapshot+"\" snapshots the state of the snapshot before; \""+
-			unsafeNoFsync+"\" acknowledges raft log writes before they are fsynced (default $"+envUnsafe+")")
+			unsafeNoFsync+"\" acknowledges raft log writes before they are fsynced; \""+
+			unsafeNoHoldTTL+"\" ignores hold TTLs (default $"+envUnsafe+")")
 	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
 		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }

@@ -151,7 +151,7 @@ func (a *agent) openRaft() error {
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
 		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, UnsafeWallClock: a.cfg.Unsafe == unsafeWallClock,
 		UnsafeLyingDisk: a.cfg.Unsafe == unsafeLyingDisk, UnsafeStaleSnapshot: a.cfg.Unsafe == unsafeStaleSnapshot,
-		UnsafeNoFsync: a.cfg.Unsafe == unsafeNoFsync,
+		UnsafeNoFsync: a.cfg.Unsafe == unsafeNoFsync, UnsafeNoHoldTTL: a.cfg.Unsafe == unsafeNoHoldTTL,
 		// Fail-stop, as etcd does on a WAL write error: the supervisor
 		// restarts the node, which reads its log back from disk.
 		StoreFailed: func(err error) { a.stop(fmt.Errorf("raft log write failed (full or failing disk?): %w", err)) }}
@@ -168,6 +168,9 @@ func (a *agent) openRaft() error {
 	}
 	if cfg.UnsafeNoFsync {
 		a.log.Error("UNSAFE: --unsafe " + unsafeNoFsync + ": raft log writes are acknowledged before they are fsynced")
+	}
+	if cfg.UnsafeNoHoldTTL {
+		a.log.Error("UNSAFE: --unsafe " + unsafeNoHoldTTL + ": hold TTLs are ignored; holds last until released")
 	}
 	if cfg.UnsafeStaleSnapshot {
 		a.log.Error("UNSAFE: --unsafe " + unsafeStaleSnapshot + ": every snapshot holds the state of the one before it")

@@ -45,9 +45,10 @@ func (c Config) maxAnomalies() int {
 	return c.MaxAnomalies
 }
 
-// All runs every history checker (Safety, Tokens, Linearizable, Liveness
-// and, when the run wrote to the resource, SetFull). Convergence needs
-// the live cluster and is run separately.
+// All runs every history checker (Safety, Tokens, Linearizable, Liveness;
+// SetFull when the run wrote to the resource, Ownership with an
+// intruder, HoldTTL with hold TTLs, Resources with metrics). Convergence
+// needs the live cluster and is run separately.
 func All(events []history.Event, cfg Config) []Result {
 	out := []Result{
 		Safety(events, cfg),
@@ -62,6 +63,9 @@ func All(events []history.Event, cfg Config) []Result {
 	}
 	if cfg.Intruder {
 		out = append(out, Ownership(events, cfg))
+	}
+	if slices.ContainsFunc(events, func(e history.Event) bool { return e.F == history.Acquire && e.HoldTTL > 0 }) {
+		out = append(out, HoldTTL(events, cfg))
 	}
 	if slices.ContainsFunc(events, func(e history.Event) bool { return e.F == history.Metrics }) {
 		out = append(out, Resources(events, cfg))

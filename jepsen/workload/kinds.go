@@ -24,6 +24,7 @@ func (mutex) Cycle(ctx context.Context, p *Proc) {
 	}
 	p.ResAdd(mutexName, g.Token)
 	Sleep(ctx, jitter(p.rng, p.env().Hold))
+	p.maybeOverstay(ctx, g)
 	p.Release(ctx, g)
 }
 
@@ -54,6 +55,7 @@ func (s semaphore) Cycle(ctx context.Context, p *Proc) {
 		return
 	}
 	p.ResUse(semName, g.Token, jitter(p.rng, p.env().Hold))
+	p.maybeOverstay(ctx, g)
 	p.Release(ctx, g)
 }
 
@@ -91,6 +93,7 @@ func (rw) Cycle(ctx context.Context, p *Proc) {
 		p.ResRead(rwName, "read", g.Token)
 	}
 	Sleep(ctx, jitter(p.rng, p.env().Hold))
+	p.maybeOverstay(ctx, g)
 	p.Release(ctx, g)
 }
 
@@ -129,6 +132,7 @@ func (multi) Cycle(ctx context.Context, p *Proc) {
 		p.ResAdd(gl.Name, gl.Token)
 	}
 	Sleep(ctx, jitter(p.rng, p.env().Hold))
+	p.maybeOverstay(ctx, g)
 	p.Release(ctx, g)
 }
 
@@ -200,6 +204,7 @@ func (hierarchy) Cycle(ctx context.Context, p *Proc) {
 		p.ResRead(name, "read", g.Token)
 	}
 	Sleep(ctx, jitter(p.rng, p.env().Hold))
+	p.maybeOverstay(ctx, g)
 	p.Release(ctx, g)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/jepsen/checker"
 	"github.com/lockd/lockd/jepsen/history"
 )
 
@@ -31,6 +32,8 @@ type Proc struct {
 	// deadline is the current grant's, with Env.HoldTTL: the resource is
 	// not used from deadlineMargin before it on.
 	deadline time.Time
+	// granted is when the current grant's ok was recorded.
+	granted time.Time
 }
 
 // deadlineMargin is how long before its grant's deadline a holder stops
@@ -122,6 +125,7 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 		}
 		p.record(history.Event{Type: history.OK, F: history.Acquire, Locks: locks, Require: require, HoldTTL: ttl,
 			Granted: granted, Token: g.Token, Node: p.w.c.Leader()})
+		p.granted = time.Now()
 		return g
 	}
 	code := errCode(err)
@@ -245,6 +249,30 @@ func (p *Proc) Observe(ctx context.Context, name string) {
 func (p *Proc) maybeObserve(ctx context.Context, name string) {
 	if p.rng.IntN(3) == 0 {
 		p.Observe(ctx, name)
+	}
+}
+
+// overstayEvery: with a hold TTL, one round in overstayEvery keeps its
+// grant past its TTL (maybeOverstay).
+const overstayEvery = 8
+
+// maybeOverstay, with a hold TTL and one round in overstayEvery, keeps
+// the grant g past its hold TTL, as a client that forgot it would: it
+// uses nothing (the deadline has passed) and, once the latest end a
+// correct lockd allows the hold outside faults has passed (the grant's
+// ok + hold TTL + checker.HoldTTLSlack, and a second), observes each of
+// its names; the caller then releases it, which should find nothing
+// held. A lockd that kept the hold shows it to the hold-ttl checker.
+func (p *Proc) maybeOverstay(ctx context.Context, g *client.Grant) {
+	if p.deadline.IsZero() || p.rng.IntN(overstayEvery) != 0 {
+		return
+	}
+	Sleep(ctx, time.Until(p.granted.Add(p.env().HoldTTL+checker.HoldTTLSlack+time.Second)))
+	if ctx.Err() != nil {
+		return
+	}
+	for _, n := range g.Names() {
+		p.Observe(ctx, n)
 	}
 }
 

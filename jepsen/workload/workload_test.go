@@ -181,6 +181,43 @@ func TestClientPauseIsFencedAndUnfencedIsCaught(t *testing.T) {
 	}
 }
 
+// With hold TTLs, holders now and then overstay their grant and look at
+// it: against lockd the hold is gone (the release finds nothing held)
+// and every checker finds the history valid; against lockd --unsafe
+// no-hold-ttl, which keeps holds past their TTL, the hold-ttl checker
+// flags it.
+func TestHoldPastTTLIsCaught(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		var flags []string
+		if unsafe {
+			flags = []string{"--unsafe", "no-hold-ttl"}
+		}
+		addr := startDev(t, flags...)
+		results, events := runWorkloadEnv(t, addr, "mutex", 12*time.Second, func(env *workload.Env) {
+			env.HoldTTL = 300 * time.Millisecond
+		})
+		var holdTTL *checker.Result
+		for i, r := range results {
+			if r.Checker == "hold-ttl" {
+				holdTTL = &results[i]
+			}
+			if !unsafe && !r.OK() {
+				t.Errorf("lockd: %s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+			}
+		}
+		switch {
+		case holdTTL == nil:
+			t.Fatal("no hold-ttl checker in a run with hold TTLs")
+		case !unsafe && count(events, history.Release, history.Fail) == 0:
+			t.Error("lockd: no holder overstayed its grant (no release found its hold gone)")
+		case unsafe && holdTTL.Verdict != checker.Invalid:
+			t.Errorf("lockd --unsafe no-hold-ttl: hold-ttl %s %v, want invalid", holdTTL.Verdict, holdTTL.Counts)
+		case unsafe:
+			t.Logf("no-hold-ttl flagged: %v", holdTTL.Anomalies[0])
+		}
+	}
+}
+
 // The final round ends by itself even when the cluster cannot be reached
 // (found in review: it used to retry session creation until a signal).
 func TestFinalRoundIsBounded(t *testing.T) {

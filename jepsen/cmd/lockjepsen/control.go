@@ -18,10 +18,12 @@ import (
 // granting beside the cluster for lone-replacement, an accepted attempt
 // of the intruder for intruder-admin, a stale use reaching the resource
 // for unfenced, a power loss of a majority shortly after a grant was
-// acknowledged for no-fsync. judgeControl reads that from the history, independently
-// of the checkers: a run whose condition did not happen is "not
-// exercised" (exit 3, run it again); one whose condition happened and
-// that no checker flagged is a miss of the checkers (exit 1).
+// acknowledged for no-fsync, a holder that kept its grant past the
+// latest end of its hold TTL and then looked at it for hold-past-ttl.
+// judgeControl reads that from the history, independently of the
+// checkers: a run whose condition did not happen is "not exercised"
+// (exit 3, run it again); one whose condition happened and that no
+// checker flagged is a miss of the checkers (exit 1).
 
 // exitNotExercised is lockjepsen's exit status for a negative control
 // whose condition did not happen in its run.
@@ -55,6 +57,8 @@ func judgeControl(negative string, events []history.Event) *report.Control {
 		c.Evidence = staleUse(events)
 	case negNoFsync:
 		c.Evidence = powerLossAfterGrant(events)
+	case negHoldPastTTL:
+		c.Evidence = overstay(events)
 	default:
 		c.Evidence = []string{"condition not read from the history for this control"}
 	}
@@ -243,4 +247,46 @@ func powerOff(start, began time.Duration) time.Duration {
 		return began
 	}
 	return start
+}
+
+// overstay: a holder that kept a grant with a hold TTL — no release,
+// close or loss — past the latest end a correct lockd allows the hold
+// (checker.HoldTTLBound), then looked at it: an observe of the name or
+// its release invoked after that end. What lockd answered is the
+// checkers' to judge.
+func overstay(events []history.Event) []string {
+	bound := checker.NewHoldTTLBound(events)
+	type grant struct {
+		name    string
+		ok, ttl time.Duration
+	}
+	held := map[int][]grant{} // process -> its grants with a TTL, not yet released
+	invoked := map[int]history.Event{}
+	for _, e := range events {
+		if e.Process < 0 {
+			continue
+		}
+		switch {
+		case e.Type == history.Invoke && (e.F == history.Observe || e.F == history.Release):
+			for _, g := range held[e.Process] {
+				if slices.Contains(e.Names, g.name) && bound.Over(g.ok, g.ttl, e.Time) {
+					return []string{fmt.Sprintf("process %d kept %q, granted at %v with hold TTL %v", e.Process, g.name,
+						g.ok.Round(time.Millisecond), g.ttl), fmt.Sprintf("and invoked %s of it at %v, past the hold's latest end", e.F,
+						e.Time.Round(time.Millisecond))}
+				}
+			}
+			if e.F == history.Release {
+				held[e.Process] = slices.DeleteFunc(held[e.Process], func(g grant) bool { return slices.Contains(e.Names, g.name) })
+			}
+		case e.Type == history.Invoke && e.F == history.Close || e.F == history.Lost:
+			delete(held, e.Process)
+		case e.Type == history.Invoke:
+			invoked[e.Process] = e
+		case e.Type == history.OK && e.F == history.Acquire && invoked[e.Process].HoldTTL > 0:
+			for _, g := range e.Granted {
+				held[e.Process] = append(held[e.Process], grant{g.Name, e.Time, invoked[e.Process].HoldTTL})
+			}
+		}
+	}
+	return nil
 }

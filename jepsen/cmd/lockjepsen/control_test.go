@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd/lockd/jepsen/checker"
 	"github.com/lockd/lockd/jepsen/history"
 	"github.com/lockd/lockd/jepsen/nemesis"
 )
@@ -34,6 +35,11 @@ func release(p, ms int, name string) ev {
 	return ev{Type: history.Invoke, Process: p, F: history.Release, Time: at(ms), Names: []string{name}}
 }
 
+// observe is the invoke of an observe read of name by p at ms.
+func observe(p, ms int, name string) ev {
+	return ev{Type: history.Invoke, Process: p, F: history.Observe, Time: at(ms), Names: []string{name}}
+}
+
 func stepped(name, token string) ev {
 	return ev{Process: history.Nemesis, Type: history.Info, F: nemesis.Exercised, Targets: []string{name, token, "n1"}}
 }
@@ -56,6 +62,7 @@ func join(parts ...[]ev) []ev {
 // "not" are runs where the condition did not happen.
 func TestJudgeControl(t *testing.T) {
 	ttl := 10 * time.Second
+	lateMS := int((ttl + checker.HoldTTLSlack + 100*time.Millisecond) / time.Millisecond) // past a hold's latest end, without faults
 	tests := []struct {
 		name, control string
 		events        []ev
@@ -108,6 +115,21 @@ func TestJudgeControl(t *testing.T) {
 				powerLoss(nemesis.FaultPowerLossMajority, 6000, "")}), false},
 		{"no-fsync: the power loss failed", negNoFsync,
 			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLossMajority, 1500, "docker: no such container")}), false},
+		{"hold-past-ttl: a holder kept its grant past the bound and looked", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{observe(0, 100+lateMS, "a"), release(0, 200+lateMS, "a")}), true},
+		{"hold-past-ttl: its release was the look", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{release(0, 100+lateMS, "a")}), true},
+		{"hold-past-ttl: released in time", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{release(0, 1000, "a"), observe(0, 100+lateMS, "a")}), false},
+		{"hold-past-ttl: looked before the bound", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{observe(0, 100+lateMS-200, "a"), release(0, 100+lateMS-100, "a")}), false},
+		{"hold-past-ttl: its session closed first", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{{Type: history.Invoke, Process: 0, F: history.Close, Time: at(1000)},
+				observe(0, 100+lateMS, "a")}), false},
+		{"hold-past-ttl: another name looked at", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, ttl), []ev{observe(0, 100+lateMS, "b")}), false},
+		{"hold-past-ttl: no hold TTL", negHoldPastTTL,
+			join(grant(0, 0, 100, "a", 1, 0), []ev{release(0, 100+lateMS, "a")}), false},
 		{"unfenced: tokens in order", negUnfenced,
 			[]ev{{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 2}}},
 				{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 3}}}}, false},

@@ -51,11 +51,15 @@ const (
 	// no-format-gate, whose leader writes format 3 while an older voter
 	// remains (nemesis.Config.UngatedUpgrade).
 	negUngatedUpgrade = "ungated-upgrade"
+	// negHoldPastTTL is lockd --unsafe no-hold-ttl: the leader drops every
+	// acquire's hold TTL, so a holder that overstays its grant (the
+	// workloads' overstays, with --hold-ttl) is seen still holding it.
+	negHoldPastTTL = "hold-past-ttl"
 )
 
 // negatives lists the negative controls.
 var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk,
-	negUngatedUpgrade, negStaleSnapshot, negNoFsync}
+	negUngatedUpgrade, negStaleSnapshot, negNoFsync, negHoldPastTTL}
 
 // withoutACL: runs with ACLs off (--acl=false), and the negative
 // controls whose nodes share no tokens or predate ACLs.
@@ -122,8 +126,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		negLoneReplacement+`" (replaced nodes form clusters of their own), "`+negLyingDisk+
 		`" (lockd acknowledges log writes that failed), "`+negUngatedUpgrade+
 		`" (an upgrade without the version gate), "`+negStaleSnapshot+
-		`" (every snapshot holds the state of the one before) or "`+negNoFsync+
-		`" (lockd acknowledges log writes it fsyncs only now and then); the run must be flagged invalid`)
+		`" (every snapshot holds the state of the one before), "`+negNoFsync+
+		`" (lockd acknowledges log writes it fsyncs only now and then) or "`+negHoldPastTTL+
+		`" (lockd ignores hold TTLs); the run must be flagged invalid`)
 	fs.StringVar(&c.raftLog, "raft-log", "", `the nodes' --raft-log: "wal" or "bolt" (default: lockd's, wal; bolt under --negative no-fsync)`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
@@ -222,6 +227,9 @@ func (c *runConfig) checkNegative() error {
 	if step := nemesis.WallClockStep(c.holdTTL); c.negative == negWallClock && c.ttl < 2*step {
 		return fmt.Errorf("--negative %s needs --ttl of at least %v, twice its clock step: the step must end holds, not sessions", negWallClock, 2*step)
 	}
+	if c.negative == negHoldPastTTL && c.holdTTL <= 0 {
+		return fmt.Errorf("--negative %s needs --hold-ttl: only holds with a TTL can be kept past it", negHoldPastTTL)
+	}
 	if c.negative == negIntruderAdmin && !c.acl {
 		return fmt.Errorf("--negative %s needs ACLs (the intruder has a token)", negIntruderAdmin)
 	}
@@ -286,6 +294,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=stale-snapshot")
 	case negNoFsync:
 		env = append(env, "LOCKD_UNSAFE=no-fsync")
+	case negHoldPastTTL:
+		env = append(env, "LOCKD_UNSAFE=no-hold-ttl")
 	}
 	if raftLog := cfg.raftLog; raftLog != "" || cfg.negative == negNoFsync {
 		if cfg.negative == negNoFsync {

@@ -41,6 +41,8 @@ func TestNegativeControlFlags(t *testing.T) {
 		{"--nemesis membership,kill --negative lone-replacement", "", previousRelease},
 		{"--nemesis none --negative intruder-admin --acl=false", "needs ACLs", ""},
 		{"--nemesis none --negative bogus", "want one of", ""},
+		{"--nemesis clock --hold-ttl 3s --negative hold-past-ttl", "", previousRelease},
+		{"--nemesis clock --negative hold-past-ttl", "needs --hold-ttl", ""},
 	}
 	for _, tt := range tests {
 		c, err := parseRunFlags(append(strings.Fields(tt.args), "--dir", t.TempDir()))
@@ -143,6 +145,7 @@ func TestClusterEnv(t *testing.T) {
 		{"--nemesis power --negative no-fsync", "LOCKD_RAFT_LOG=bolt"},
 		{"--nemesis power --raft-log bolt", "LOCKD_RAFT_LOG=bolt"},
 		{"--nemesis clock --hold-ttl 10s --hold 2s --ttl 30s --negative wall-clock", "LOCKD_UNSAFE=wall-clock"},
+		{"--nemesis none --hold-ttl 3s --negative hold-past-ttl", "LOCKD_UNSAFE=no-hold-ttl"},
 	} {
 		cfg, err := parseRunFlags(append(strings.Fields(tt.args), "--dir", t.TempDir()))
 		if err != nil {
