@@ -142,7 +142,29 @@ func appendRule(b []byte, rule *lockstate.Rule) []byte {
 	return appendStr(appendStr(b, "access"), string(rule.Access))
 }
 
-// loadACLRecord reads one record of format 3's into l.
+// appendDeniedCert writes a serial of the deny list (format 5).
+func appendDeniedCert(b []byte, d *lockstate.DeniedCertRecord) []byte {
+	b = appendMapLen(b, 3)
+	b = appendStr(appendStr(b, "serial"), d.Serial)
+	b = appendStr(appendStr(b, "reason"), d.Reason)
+	return appendUint(appendStr(b, "index"), d.Index)
+}
+
+func decodeDeniedCert(r *mpReader, d *lockstate.DeniedCertRecord) error {
+	return r.readFields(3, func(k []byte) (uint32, error) {
+		switch string(k) {
+		case "serial":
+			return 1 << 0, readString(r, &d.Serial)
+		case "reason":
+			return 1 << 1, readString(r, &d.Reason)
+		case "index":
+			return 1 << 2, readUint(r, &d.Index)
+		}
+		return 0, nil
+	})
+}
+
+// loadACLRecord reads one record of formats 3 to 5's into l.
 func loadACLRecord(rr *recordReader, l *lockstate.Loader, t recordType, loading *bool) error {
 	var err error
 	switch t {
@@ -163,6 +185,12 @@ func loadACLRecord(rr *recordReader, l *lockstate.Loader, t recordType, loading 
 		if err = rr.decode(func(r *mpReader) error { return decodeToken(r, &rec, rr.tokenLimits) }); err == nil {
 			*loading = true
 			err = l.Token(rec)
+		}
+	case recDeniedCert:
+		var rec lockstate.DeniedCertRecord
+		if err = rr.decode(func(r *mpReader) error { return decodeDeniedCert(r, &rec) }); err == nil {
+			*loading = true
+			err = l.DeniedCert(rec)
 		}
 	}
 	return err

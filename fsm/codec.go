@@ -187,8 +187,12 @@ const (
 	// such commands need it: every other command is written as in
 	// FormatACL, byte for byte.
 	FormatTokenLimits Format = 4
+	// FormatDenyCert is FormatTokenLimits with one more command, DenyCert
+	// (the certificate deny list). Every other command is written as in
+	// FormatTokenLimits, byte for byte.
+	FormatDenyCert Format = 5
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatTokenLimits
+	NewestFormat = FormatDenyCert
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the

@@ -50,6 +50,8 @@ func sampleCommands() []lockstate.Command {
 		&lockstate.CreateToken{Authority: lockstate.Authority{Auth: testTokenID}, ID: testTokenID, Hash: testTokenHash, Name: "jobs",
 			Rules: []lockstate.Rule{{Prefix: "jobs/", Access: lockstate.AccessWrite}, {Prefix: "", Access: lockstate.AccessRead}}},
 		&lockstate.DeleteToken{Authority: lockstate.Authority{Auth: testTokenID}, ID: testTokenID},
+		&lockstate.DenyCert{Authority: lockstate.Authority{Auth: testTokenID}, Serial: "7b2f01", Reason: "leaked from a build machine"},
+		&lockstate.DenyCert{Serial: "1"},
 	}
 }
 
@@ -63,9 +65,13 @@ const (
 func TestFormatGate(t *testing.T) {
 	for _, cmd := range sampleCommands() {
 		_, errOld := EncodeFormat(FormatChecksummed, 1, cmd)
-		_, errNew := EncodeFormat(FormatACL, 1, cmd)
+		f := max(FormatACL, rowOf(cmd).since) // a command that came later needs its own format
+		_, errNew := EncodeFormat(f, 1, cmd)
 		if errNew != nil {
-			t.Fatalf("%T in FormatACL: %v", cmd, errNew)
+			t.Fatalf("%T in format %d: %v", cmd, f, errNew)
+		}
+		if _, err := EncodeFormat(f-1, 1, cmd); f > FormatACL && !errors.Is(err, ErrFormatTooOld) {
+			t.Errorf("%T in format %d, before its own: error %v, want ErrFormatTooOld", cmd, f-1, err)
 		}
 		if (errOld != nil) != needsACLFormat(cmd) {
 			t.Errorf("%#v in FormatChecksummed: error %v, needs ACL format %v", cmd, errOld, needsACLFormat(cmd))
@@ -94,6 +100,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		reflect.TypeFor[*lockstate.BootstrapACL]():  BootstrapACLType,
 		reflect.TypeFor[*lockstate.CreateToken]():   CreateTokenType,
 		reflect.TypeFor[*lockstate.DeleteToken]():   DeleteTokenType,
+		reflect.TypeFor[*lockstate.DenyCert]():      DenyCertType,
 	}
 	seen := make(map[MessageType]bool)
 	for _, now := range []int64{0, 1, -1, 1_700_000_000_123_456_789, 1<<63 - 1, -1 << 63} {
@@ -198,10 +205,10 @@ func TestDecodeUnknownType(t *testing.T) {
 		ignorable bool
 	}{
 		{0, false},
-		{13, false},
+		{14, false}, // the first type after the registry's
 		{0x7e, false},
 		{IgnoreUnknownFlag, true},
-		{IgnoreUnknownFlag | 13, true},
+		{IgnoreUnknownFlag | 14, true},
 		{0xfe, true},
 	} {
 		// Bare, as older builds wrote entries, and in the envelope: an

@@ -21,6 +21,8 @@ const (
 	BootstrapACLType MessageType = 10
 	CreateTokenType  MessageType = 11
 	DeleteTokenType  MessageType = 12
+	// Since FormatDenyCert:
+	DenyCertType MessageType = 13
 )
 
 // ChecksummedType is not a command: it marks the envelope Encode writes
@@ -52,6 +54,7 @@ var commandTypes = [IgnoreUnknownFlag]commandType{
 	BootstrapACLType:  row("bootstrap_acl", FormatACL, decodeBootstrapACL, nil),
 	CreateTokenType:   row("create_token", FormatACL, decodeCreateToken, nil).writtenAs(createTokenBody),
 	DeleteTokenType:   row("delete_token", FormatACL, decodeDeleteToken, nil).writtenAs(deleteTokenBody),
+	DenyCertType:      row("deny_cert", FormatDenyCert, decodeDenyCert, nil),
 }
 
 // createSessionLeader: the leader draws a new session's key and stamps
@@ -335,6 +338,20 @@ func decodeDeleteToken(r *mpReader, c *lockstate.DeleteToken) error {
 			return true, readString(r, &c.Auth)
 		case "id":
 			return true, readString(r, &c.ID)
+		}
+		return false, nil
+	})
+}
+
+func decodeDenyCert(r *mpReader, c *lockstate.DenyCert) error {
+	return r.readStruct(3, func(k []byte) (bool, error) {
+		switch string(k) {
+		case "auth":
+			return true, readString(r, &c.Auth)
+		case "serial":
+			return true, readString(r, &c.Serial)
+		case "reason":
+			return true, readString(r, &c.Reason)
 		}
 		return false, nil
 	})

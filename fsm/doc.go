@@ -67,9 +67,12 @@
 // per-token limits to Limits and a token's own limits to CreateToken; only
 // commands that carry them need it (the leader leaves per-token limits out
 // of its entries until every voter applies it), every other command is
-// written as in FormatACL.
+// written as in FormatACL. FormatDenyCert adds the DenyCert command (the
+// certificate deny list) the same way: a leader proposes it only once
+// every voter applies that format, and refuses it until then.
 //
-// Snapshots are gated by content only: Persist writes format 4 for a table
+// Snapshots are gated by content only: Persist writes format 5 for a table
+// that denies a certificate, format 4 for a table
 // with a token that has its own limits, format 3 for a table that has ACL
 // state, session keys or revocations, which only FormatACL entries can
 // create, and format 2 otherwise. A voter on a build before

@@ -40,7 +40,8 @@ type FSM struct {
 
 	mu      sync.RWMutex // guards table; Apply and Restore write, readers read
 	table   *lockstate.Table
-	applied atomic.Uint64 // index of the last entry this FSM applied; set under mu
+	applied atomic.Uint64             // index of the last entry this FSM applied; set under mu
+	denied  atomic.Pointer[deniedSet] // the table's certificate deny list; set under mu (denied.go)
 
 	stopped atomic.Bool // a fatal entry was met and Fatal returned
 
@@ -87,6 +88,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	res := f.table.Apply(lockstate.Entry{Index: l.Index, Now: now, Cmd: cmd})
 	f.applied.Store(l.Index)
+	f.publishDenied(false)
 	f.mu.Unlock()
 
 	if len(res.Events) > 0 {

@@ -70,6 +70,8 @@ func (g *gen) aclize(cmd lockstate.Command) lockstate.Command {
 		return &lockstate.DeleteToken{Authority: lockstate.Authority{Auth: g.someToken()}, ID: a.tokens[1+g.src.IntN(len(a.tokens)-1)]}
 	case p < 8:
 		return &lockstate.Revoke{Name: genNames[g.src.IntN(len(genNames))], Authority: lockstate.Authority{Auth: g.someToken()}}
+	case p < 9: // a few serials, so that some are denied twice
+		return &lockstate.DenyCert{Serial: fmt.Sprintf("%x", 1+g.src.IntN(5)), Reason: "gen", Authority: lockstate.Authority{Auth: g.someToken()}}
 	}
 	auth, leader := lockstate.AuthorityOf(cmd), LeaderFieldsOf(cmd)
 	switch {

@@ -46,6 +46,7 @@ var recordKinds = []recordKind{
 	kind(appendACL, decodeACL),
 	kind(appendToken, func(r *mpReader, t *lockstate.TokenRecord) error { return decodeToken(r, t, true) }),
 	kind(appendRule, decodeRule),
+	kind(appendDeniedCert, decodeDeniedCert),
 }
 
 // kindOf returns the recordKinds index of *T.

@@ -104,6 +104,8 @@ func records(t testing.TB, payload []byte) []recordSpan {
 			err = decodeACL(r, new(lockstate.ACLRecord))
 		case recToken:
 			err = decodeToken(r, new(lockstate.TokenRecord), true)
+		case recDeniedCert:
+			err = decodeDeniedCert(r, new(lockstate.DeniedCertRecord))
 		case recEnd:
 			err = decodeTrailer(r, new(snapshotTrailer))
 		default:

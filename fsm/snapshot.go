@@ -19,7 +19,7 @@ import (
 
 // SnapshotFormat is the newest version of the snapshot stream: Persist
 // writes it only for a table that needs it, else format 3 or 2 (see
-// below). Restore reads formats 1 to 4.
+// below). Restore reads formats 1 to 5.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
 // msgpack uint8 tag followed by the record (see records.go): the header,
@@ -51,7 +51,16 @@ import (
 // Format 4 is format 3 whose token records may carry the token's own
 // limits (lockstate.TokenLimits). Persist writes it only for a table with
 // such a token, and format 3 otherwise, byte for byte as before.
-const SnapshotFormat = 4
+//
+// Format 5 is format 4 with one more record type after the tokens: the
+// certificate deny list, one record per denied serial. Persist writes it
+// only for a table that denies a certificate, and an older format
+// otherwise, byte for byte as before.
+const SnapshotFormat = 5
+
+// snapshotFormat4 is format 5 without the deny list, still written for a
+// table that denies no certificate.
+const snapshotFormat4 = 4
 
 // snapshotFormat3 is format 4 without token limits, still written for a
 // table that has none.
@@ -87,20 +96,22 @@ const (
 	recSessionExtra recordType = 7 // lockstate.SessionExtraRecord
 	recACL          recordType = 8 // lockstate.ACLRecord
 	recToken        recordType = 9 // lockstate.TokenRecord
+	// Format 5, after the tokens:
+	recDeniedCert recordType = 10 // lockstate.DeniedCertRecord
 )
 
 var recordNames = [...]string{recHeader: "header", recTable: "table header", recSession: "session",
 	recNode: "node", recRequest: "request", recEnd: "end", recSessionExtra: "session extra", recACL: "acl",
-	recToken: "token"}
+	recToken: "token", recDeniedCert: "denied certificate"}
 
 // position is a record type's place in the stream (tags are not in stream
 // order since format 3 put records before recEnd).
 func (t recordType) position() int {
-	if t >= recSessionExtra && t <= recToken {
+	if t >= recSessionExtra && t <= recDeniedCert {
 		return int(t) - 1 // after recRequest (5), before recEnd
 	}
 	if t == recEnd {
-		return int(recToken)
+		return int(recDeniedCert)
 	}
 	return int(t)
 }
@@ -129,6 +140,7 @@ type snapshot struct {
 	extras   []lockstate.SessionExtraRecord
 	acl      []lockstate.ACLRecord // zero or one
 	tokens   []lockstate.TokenRecord
+	denied   []lockstate.DeniedCertRecord
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -159,6 +171,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 			s.acl = append(s.acl, r)
 		case lockstate.TokenRecord:
 			s.tokens = append(s.tokens, r)
+		case lockstate.DeniedCertRecord:
+			s.denied = append(s.denied, r)
 		default:
 			return fmt.Errorf("unexpected export record %T", rec)
 		}
@@ -168,10 +182,13 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("fsm: snapshot at index %d: %w", s.header.Applied, err)
 	}
 	switch {
+	case len(s.denied) > 0:
 	case len(s.extras)+len(s.acl)+len(s.tokens) == 0:
 		s.header.Format = snapshotFormat2
 	case !slices.ContainsFunc(s.tokens, func(r lockstate.TokenRecord) bool { return r.Limits != nil }):
 		s.header.Format = snapshotFormat3
+	default:
+		s.header.Format = snapshotFormat4
 	}
 	return s, nil
 }
@@ -219,9 +236,12 @@ func (s *snapshot) write(w io.Writer) error {
 	if b, err = putAll(cw, b, recToken, s.tokens, appendToken); err != nil {
 		return err
 	}
+	if b, err = putAll(cw, b, recDeniedCert, s.denied, appendDeniedCert); err != nil {
+		return err
+	}
 	n := len(b)
 	tr := snapshotTrailer{Records: uint64(2 + len(s.sessions) + len(s.nodes) + len(s.requests) +
-		len(s.extras) + len(s.acl) + len(s.tokens))}
+		len(s.extras) + len(s.acl) + len(s.tokens) + len(s.denied))}
 	if b = appendTrailer(appendTag(b, recEnd), &tr); len(b) > chunkSize {
 		if b, err = cw.flush(b, n); err != nil {
 			return err
@@ -290,7 +310,7 @@ func appendTag(b []byte, t recordType) []byte { return append(b, 0xcc, byte(t)) 
 // Release drops the copied records.
 func (s *snapshot) Release() {
 	s.sessions, s.nodes, s.requests = nil, nil, nil
-	s.extras, s.acl, s.tokens = nil, nil, nil
+	s.extras, s.acl, s.tokens, s.denied = nil, nil, nil, nil
 }
 
 // snapshotRemedy tells the operator what to do about a snapshot that fails
@@ -321,6 +341,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.table = t
 	f.applied.Store(hdr.Applied)
+	f.publishDenied(true)
 	f.mu.Unlock()
 	f.hub.endAll(ErrRestored)
 	f.watch.Notify()
@@ -383,11 +404,12 @@ func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	rr := &recordReader{br: br, last: recHeader, count: 1}
 	switch hdr.Format {
 	case snapshotFormat1:
-	case snapshotFormat2, snapshotFormat3, SnapshotFormat:
+	case snapshotFormat2, snapshotFormat3, snapshotFormat4, SnapshotFormat:
 		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
 		rr.br = bufio.NewReaderSize(cr, 64<<10)
 		rr.acl = hdr.Format >= snapshotFormat3
-		rr.tokenLimits = hdr.Format >= SnapshotFormat
+		rr.tokenLimits = hdr.Format >= snapshotFormat4
+		rr.denied = hdr.Format >= SnapshotFormat
 	default:
 		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
 	}
@@ -443,7 +465,7 @@ func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *boo
 				*loading = true
 				err = l.Request(rec)
 			}
-		case recSessionExtra, recACL, recToken:
+		case recSessionExtra, recACL, recToken, recDeniedCert:
 			err = loadACLRecord(rr, l, t, loading)
 		case recEnd:
 			if err := rr.finish(format); err != nil {
@@ -489,6 +511,7 @@ type recordReader struct {
 	acl    bool // format 3: the ACL records may come
 	// tokenLimits: format 4, a token record may carry the token's limits.
 	tokenLimits bool
+	denied      bool // format 5: the deny list may come
 }
 
 // refillBelow is how few buffered bytes make recordReader top br's buffer
@@ -511,8 +534,9 @@ func (rr *recordReader) tag() (recordType, error) {
 		return 0, fmt.Errorf("record #%d: tag after a %v record: %w", rr.count+1, rr.last, err)
 	}
 	t := recordType(b)
-	repeatable := t >= recSession && t <= recRequest || t == recSessionExtra || t == recToken
-	known := b >= uint64(recHeader) && b <= uint64(recEnd) || rr.acl && b >= uint64(recSessionExtra) && b <= uint64(recToken)
+	repeatable := t >= recSession && t <= recRequest || t == recSessionExtra || t == recToken || t == recDeniedCert
+	known := b >= uint64(recHeader) && b <= uint64(recEnd) || rr.acl && b >= uint64(recSessionExtra) && b <= uint64(recToken) ||
+		rr.denied && t == recDeniedCert
 	ok := known && (t.position() > rr.last.position() || (t == rr.last && repeatable)) &&
 		(rr.last == 0) == (t == recHeader) && (rr.last == recHeader) == (t == recTable)
 	if !ok {

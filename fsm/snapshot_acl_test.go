@@ -216,6 +216,14 @@ func TestSnapshotFormatByContent(t *testing.T) {
 			d.must(&lockstate.CreateToken{Authority: lockstate.Authority{Auth: mgmtToken}, ID: goneToken, Hash: testHash(3), Name: "capped",
 				Rules:  []lockstate.Rule{{Prefix: "x", Access: lockstate.AccessWrite}},
 				Limits: &lockstate.TokenLimits{Sessions: 3, Waiters: lockstate.NoLimit}})
+		}, snapshotFormat4},
+		{"denied certificate", func(d *driver) {
+			d.must(&lockstate.DenyCert{Serial: "1f00", Reason: "leaked"})
+		}, SnapshotFormat},
+		{"denied certificate with acl", func(d *driver) {
+			*d = *aclState(t)
+			d.must(&lockstate.DenyCert{Authority: lockstate.Authority{Auth: mgmtToken}, Serial: "ab"})
+			d.must(&lockstate.DenyCert{Serial: "1"})
 		}, SnapshotFormat},
 	}
 	for _, c := range cases {

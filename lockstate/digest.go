@@ -150,5 +150,10 @@ func (d *digester) aclRecord(rec any) {
 			d.putInt(int64(r.Limits.Sessions))
 			d.putInt(int64(r.Limits.Waiters))
 		}
+	case DeniedCertRecord:
+		d.putTag('D')
+		d.putString(r.Serial)
+		d.putString(r.Reason)
+		d.putUint(r.Index)
 	}
 }

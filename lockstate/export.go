@@ -108,7 +108,8 @@ type TokenRecord struct {
 // order: sessions by id, nodes in tree order (each name before its
 // children, siblings in creation order, which the same log always
 // reproduces and Loader preserves), requests by arrival, then session
-// extras by session id, the ACLRecord and tokens by id.
+// extras by session id, the ACLRecord, tokens by id and the denied
+// certificates by serial.
 func (t *Table) Export(fn func(rec any) error) error {
 	nodes := make([]*node, 0, len(t.nodes))
 	var walk func(l siblings)
@@ -168,7 +169,15 @@ func (t *Table) Export(fn func(rec any) error) error {
 			return err
 		}
 	}
-	return t.exportACL(sessions, fn)
+	if err := t.exportACL(sessions, fn); err != nil {
+		return err
+	}
+	for _, d := range t.DeniedCerts() {
+		if err := fn(DeniedCertRecord(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // exportACL calls fn with the session extras, the ACLRecord and the tokens.

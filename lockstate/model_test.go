@@ -692,6 +692,8 @@ func roundTrip(t *Table) (*Table, error) {
 			err = l.ACL(r)
 		case TokenRecord:
 			err = l.Token(r)
+		case DeniedCertRecord:
+			err = l.DeniedCert(r)
 		default:
 			err = fmt.Errorf("unknown record %T", rec)
 		}

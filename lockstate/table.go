@@ -35,7 +35,8 @@ type Table struct {
 	suspects    []*session // sessions that gained wait-for edges other than by queueing
 	justQueued  []*request // requests queued and not yet searched for cycles
 
-	acl acl // tokens (acl.go)
+	acl    acl                   // tokens (acl.go)
+	denied map[string]DeniedCert // the certificate deny list by serial (denycert.go)
 
 	waiting int                    // pending requests, for Limits.Waiters
 	owners  map[string]ownerCounts // by token id, for the per-token limits
