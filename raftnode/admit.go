@@ -3,6 +3,7 @@ package raftnode
 import (
 	"crypto/tls"
 	"fmt"
+	"math/big"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -80,8 +81,9 @@ func (n *Node) admitsRaft(name string) bool {
 // raftAdmission checks raft peers for a node port: admit is the rule,
 // and refusals are logged at most once per name per admitLogEvery.
 type raftAdmission struct {
-	admit func(name string) bool
-	log   func(name, when string)
+	admit  func(name string) bool
+	denied func(serial *big.Int) bool // the certificate deny list; nil: none
+	log    func(name, when string)
 
 	mu      sync.Mutex
 	logged  map[string]time.Time
@@ -114,19 +116,34 @@ func (a *raftAdmission) wrap(conn net.Conn) (net.Conn, error) {
 	if a == nil || !ok {
 		return conn, nil // plaintext: no names to check
 	}
-	name := certs.PeerName(tc.ConnectionState())
-	if !a.admit(name) {
+	cs := tc.ConnectionState()
+	name, serial := certs.PeerName(cs), certs.PeerSerial(cs)
+	if err := a.check(name, serial); err != nil {
 		a.refuse(name, "connect")
-		return nil, fmt.Errorf("raftnode: %q is not a server of the raft configuration", name)
+		return nil, err
 	}
-	return &admittedConn{Conn: conn, name: name, admission: a}, nil
+	return &admittedConn{Conn: conn, name: name, serial: serial, admission: a}, nil
+}
+
+// check returns why the peer with this name and certificate serial may
+// not speak raft now, or nil.
+func (a *raftAdmission) check(name string, serial *big.Int) error {
+	if a.denied != nil && a.denied(serial) {
+		return fmt.Errorf("raftnode: the certificate of %q (serial %x) is on the deny list", name, serial)
+	}
+	if !a.admit(name) {
+		return fmt.Errorf("raftnode: %q is not a server of the raft configuration", name)
+	}
+	return nil
 }
 
 // admittedConn is a raft connection whose peer is checked again whenever
-// bytes arrive: a removed member's open connection ends at its next RPC.
+// bytes arrive: a removed member's open connection, or one whose
+// certificate was denied meanwhile, ends at its next RPC.
 type admittedConn struct {
 	net.Conn
 	name      string
+	serial    *big.Int
 	admission *raftAdmission
 }
 
@@ -134,10 +151,12 @@ type admittedConn struct {
 // the peer is no longer admitted.
 func (c *admittedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && !c.admission.admit(c.name) {
-		c.admission.refuse(c.name, "rpc")
-		c.Conn.Close()
-		return 0, fmt.Errorf("raftnode: %q is no longer a server of the raft configuration: %w", c.name, net.ErrClosed)
+	if n > 0 {
+		if cerr := c.admission.check(c.name, c.serial); cerr != nil {
+			c.admission.refuse(c.name, "rpc")
+			c.Conn.Close()
+			return 0, fmt.Errorf("%w: %w", cerr, net.ErrClosed)
+		}
 	}
 	return n, err
 }
@@ -154,9 +173,9 @@ func (n *Node) RaftRefusals() uint64 {
 // newRaftAdmission returns the node port's admission for this node.
 func (n *Node) newRaftAdmission() *raftAdmission {
 	logger := n.logger.Named("raft-admit")
-	return &raftAdmission{admit: n.admitsRaft, logged: make(map[string]time.Time),
+	return &raftAdmission{admit: n.admitsRaft, denied: n.CertDenied, logged: make(map[string]time.Time),
 		log: func(name, when string) {
 			logger.Warn("refused raft from a node certificate that is not a server of the raft configuration "+
-				"(further refusals of this name are not logged for a minute)", "name", name, "at", when)
+				"or is on the deny list (further refusals of this name are not logged for a minute)", "name", name, "at", when)
 		}}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"sync"
@@ -320,16 +321,23 @@ func (n *Node) VerifyPeer(ctx context.Context, id, raftAddr string) error {
 	return nil
 }
 
-// peerNameKey keys the name in the node certificate a connection to the
-// internal RPC presented.
+// peerNameKey keys the node certificate a connection to the internal RPC
+// presented: its name and serial (a peerCert).
 type peerNameKey struct{}
+
+// peerCert is who a connection to the internal RPC is.
+type peerCert struct {
+	name   string
+	serial *big.Int
+}
 
 // withPeerName records, for the internal RPC's handlers, whose node
 // certificate the connection presented (TLS ends below HTTP here, so
 // http.Request.TLS is not set).
 func withPeerName(ctx context.Context, conn net.Conn) context.Context {
 	if tc, ok := conn.(*tls.Conn); ok {
-		return context.WithValue(ctx, peerNameKey{}, certs.PeerName(tc.ConnectionState()))
+		cs := tc.ConnectionState()
+		return context.WithValue(ctx, peerNameKey{}, peerCert{name: certs.PeerName(cs), serial: certs.PeerSerial(cs)})
 	}
 	return ctx
 }
@@ -344,7 +352,13 @@ func (n *Node) fromMember(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		name, _ := r.Context().Value(peerNameKey{}).(string)
+		peer, _ := r.Context().Value(peerNameKey{}).(peerCert)
+		name := peer.name
+		if n.CertDenied(peer.serial) {
+			writeReply(w, http.StatusForbidden, wireReply{Code: codeNotMember,
+				Message: fmt.Sprintf("the certificate of %q (serial %x) is on the deny list", name, peer.serial)})
+			return
+		}
 		if !n.isServer(name) {
 			writeReply(w, http.StatusForbidden, wireReply{Code: codeNotMember,
 				Message: fmt.Sprintf("%q is not a server of this cluster's raft configuration", name)})

@@ -183,6 +183,11 @@ func (a *agent) openRaft() error {
 		return fmt.Errorf("open raft node: %w", err)
 	}
 	a.node = node
+	if a.tls != nil {
+		// Every TLS port refuses a denied certificate at its handshake,
+		// reading the deny list this node has applied (it survives SIGHUP).
+		a.tls.SetDenied(node.CertDenied)
+	}
 	return nil
 }
 

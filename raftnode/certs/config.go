@@ -2,8 +2,10 @@ package certs
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/big"
 )
 
 // The configs of a Store check peers' certificates themselves, in
@@ -73,8 +75,47 @@ func (s *Store) server() *tls.Config {
 
 func (s *Store) verifyPeer(r role) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
-		return s.cur.Load().verify(cs.PeerCertificates, r)
+		if err := s.cur.Load().verify(cs.PeerCertificates, r); err != nil {
+			return err
+		}
+		return s.checkDenied(cs.PeerCertificates)
 	}
+}
+
+// SetDenied sets the certificate deny list every config of the Store
+// checks at each handshake, after the chain: denied reports whether a
+// serial is denied (the node's replicated list). A certificate of the
+// presented chain whose serial it denies is refused. It survives Reload,
+// which replaces only the identity. nil (the default) denies nothing.
+func (s *Store) SetDenied(denied func(serial *big.Int) bool) {
+	if denied == nil {
+		s.denied.Store(nil)
+		return
+	}
+	s.denied.Store(&denied)
+}
+
+// checkDenied refuses a chain with a denied certificate.
+func (s *Store) checkDenied(chain []*x509.Certificate) error {
+	d := s.denied.Load()
+	if d == nil {
+		return nil
+	}
+	for _, c := range chain {
+		if (*d)(c.SerialNumber) {
+			return fmt.Errorf("certs: certificate %q (serial %x) is on the cluster's deny list", c.Subject.CommonName, c.SerialNumber)
+		}
+	}
+	return nil
+}
+
+// PeerSerial is the serial of the certificate the other end of a
+// connection presented, nil if none.
+func PeerSerial(cs tls.ConnectionState) *big.Int {
+	if len(cs.PeerCertificates) == 0 {
+		return nil
+	}
+	return cs.PeerCertificates[0].SerialNumber
 }
 
 // PeerName is the common name of the certificate the other end of a

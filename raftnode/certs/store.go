@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -22,8 +23,9 @@ type Files struct {
 // handshake, so a Reload applies to new connections at once while
 // established ones go on.
 type Store struct {
-	files Files
-	cur   atomic.Pointer[identity]
+	files  Files
+	cur    atomic.Pointer[identity]
+	denied atomic.Pointer[func(serial *big.Int) bool] // SetDenied
 }
 
 // identity is one immutable state of a Store.
