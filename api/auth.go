@@ -31,7 +31,8 @@ func open(r *http.Request) bool {
 }
 
 // certOperator reports whether r, without a token, asks an operator
-// endpoint (leave, member removal) with a client certificate the TLS
+// endpoint (leave, member removal, the certificate deny list) with a
+// client certificate the TLS
 // handshake verified against the cluster's CA, under
 // Config.OperatorCert: such a request needs no token (docs/security.md,
 // "Operator endpoints need an operator's certificate or a management token").
@@ -40,7 +41,8 @@ func (s *Server) certOperator(r *http.Request) bool {
 		return false
 	}
 	return (r.Method == http.MethodPost && r.URL.Path == "/v1/agent/leave") ||
-		(r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/members/"))
+		(r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/members/")) ||
+		((r.Method == http.MethodPost || r.Method == http.MethodGet) && r.URL.Path == "/v1/certs/denied")
 }
 
 // bearer returns the secret of an "Authorization: Bearer" header.

@@ -37,6 +37,7 @@ var fuzzEndpoints = []struct{ method, path string }{
 	{"POST", "/v1/acl/tokens"},
 	{"POST", "/v1/revoke"},
 	{"DELETE", "/v1/members/"},
+	{"POST", "/v1/certs/denied"},
 }
 
 // FuzzAPIDecode drives the decoding of every endpoint's path, query and JSON
@@ -78,6 +79,8 @@ func FuzzAPIDecode(f *testing.F) {
 		{18, "", `{"name":"t","rules":[{"prefix":"jobs/","access":"write"}]}`},
 		{19, "", `{"name":"x/y"}`},
 		{20, "n9", ``},
+		{21, "", `{"serial":"5C:1F:00:9A","reason":"stolen"}`},
+		{21, "", `{"serial":"zz"}`},
 	} {
 		f.Add(seed.endpoint, seed.tail, []byte(seed.body))
 	}

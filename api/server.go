@@ -152,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 		locks.Close()
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.stopWhenDiverged(s.authenticate(s.routes())))))
+	s.handler = s.metrics.instrument(s.cors(s.requireJSON(s.stopWhenDiverged(s.refuseDenied(s.authenticate(s.routes()))))))
 	return s, nil
 }
 
@@ -185,6 +185,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/revoke", s.revoke)
 	mux.HandleFunc("POST /v1/agent/leave", s.operator(s.leave))
 	mux.HandleFunc("DELETE /v1/members/{id}", s.operator(s.removeMember))
+	mux.HandleFunc("POST /v1/certs/denied", s.operator(s.denyCert))
+	mux.HandleFunc("GET /v1/certs/denied", s.operator(s.listDeniedCerts))
 	s.clockRoutes(mux)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.Handle("GET /ui/", uiHandler())

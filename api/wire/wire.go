@@ -349,6 +349,27 @@ type CreateTokenRequest struct {
 	Limits *TokenLimits `json:"limits,omitempty"`
 }
 
+// DenyCertRequest is the body of POST /v1/certs/denied: a certificate
+// serial in hex (colons between bytes, as openssl prints it, are
+// allowed) and why it is denied.
+type DenyCertRequest struct {
+	Serial string `json:"serial"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// DenyCertResponse answers POST /v1/certs/denied: the serial as the deny
+// list keeps it (lowercase hex without leading zeros).
+type DenyCertResponse struct {
+	Denied string `json:"denied"`
+}
+
+// DeniedCert is one serial of the deny list (GET /v1/certs/denied).
+type DeniedCert struct {
+	Serial string `json:"serial"`
+	Reason string `json:"reason"`
+	Index  uint64 `json:"index"` // the raft index of the denial
+}
+
 // RevokeRequest is the body of POST /v1/revoke.
 type RevokeRequest struct {
 	Name string `json:"name"`

@@ -72,6 +72,8 @@ Usage:
   lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
   lockctl acl tokens [--json]                 (also: lockctl acl token list)
   lockctl acl token delete ID
+  lockctl cert deny [--reason R] [--json] SERIAL
+  lockctl cert denied [--json]
 
 Every command takes these flags, after the command or before it
 (lockctl --addr A locks):
@@ -137,6 +139,7 @@ var commands = map[string]command{
 	"watch":   runWatch,
 	"revoke":  runRevoke,
 	"acl":     runACL,
+	"cert":    runCert,
 }
 
 // globalFlags are the flags every command takes, which may also come
@@ -184,7 +187,7 @@ func commandWords(args []string) int {
 	switch {
 	case args[0] == "acl" && len(args) > 1 && args[1] == "token":
 		n = 3
-	case args[0] == "session" || args[0] == "acl":
+	case args[0] == "session" || args[0] == "acl" || args[0] == "cert":
 		n = 2
 	}
 	for i := 1; i < n; i++ {

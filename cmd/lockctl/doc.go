@@ -22,6 +22,8 @@ Usage:
 	lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
 	lockctl acl tokens [--json]            (also: lockctl acl token list)
 	lockctl acl token delete ID
+	lockctl cert deny [--reason R] [--json] SERIAL
+	lockctl cert denied [--json]
 
 Every command takes --addr (comma-separated host:port or http(s)://host:port
 addresses; default $LOCKD_ADDR, else 127.0.0.1:7001), --token (default
@@ -46,6 +48,13 @@ jobs/) and prints its secret. Secrets are printed only there: acl tokens
 lists ids, names and rules. acl token delete ID stops a token at once.
 Without a valid token lockctl exits 77 (unauthorized); with a token that
 does not allow the request, also 77 (forbidden); the message says which.
+
+# Certificate deny list
+
+cert deny SERIAL puts a certificate's serial (hex, as openssl prints it)
+on the cluster's deny list: every node refuses that certificate on every
+port. cert denied lists the serials. Both need a management token or an
+operator's client certificate (--client-cert).
 
 # lockctl revoke
 

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,11 +34,21 @@ type TLSFiles struct {
 // server is closed when t ends.
 func NewTLSServer(t testing.TB, h http.Handler, requireClientCert bool) (*httptest.Server, TLSFiles) {
 	t.Helper()
+	return NewTLSServerDenying(t, h, requireClientCert, nil)
+}
+
+// NewTLSServerDenying is NewTLSServer whose TLS config also refuses, at
+// the handshake, a client certificate whose serial denied reports, as a
+// node's does with the cluster's deny list (certs.Store.SetDenied); nil
+// denies nothing.
+func NewTLSServerDenying(t testing.TB, h http.Handler, requireClientCert bool, denied func(serial *big.Int) bool) (*httptest.Server, TLSFiles) {
+	t.Helper()
 	f := writeFiles(t)
 	store, err := certs.Load(certs.Files{CA: f.CA, Cert: f.NodeCert, Key: f.NodeKey})
 	if err != nil {
 		t.Fatal(err)
 	}
+	store.SetDenied(denied)
 	leaf, err := tls.LoadX509KeyPair(f.NodeCert, f.NodeKey)
 	if err != nil {
 		t.Fatal(err)
