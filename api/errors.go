@@ -146,16 +146,22 @@ func toError(err error, view func() leaderless) *Error {
 
 // noLeaderView says why this node has no leader to offer: how many voters
 // of the raft configuration it reaches (gossip: alive; itself included),
-// and the majority a leader needs.
+// and the majority a leader needs. The quorum counts as lost only when
+// gossip has seen enough voters go: one it has not seen ("unknown", or
+// every voter without gossip) may be up.
 func (s *Server) noLeaderView() leaderless {
-	var voters int
+	var voters, unseen int
 	var up []string
 	for _, m := range s.members() {
-		if m.Voter {
-			voters++
-			if m.Status == "alive" {
-				up = append(up, m.ID)
-			}
+		if !m.Voter {
+			continue
+		}
+		voters++
+		switch m.Status {
+		case "alive":
+			up = append(up, m.ID)
+		case "unknown":
+			unseen++
 		}
 	}
 	slices.Sort(up)
@@ -164,7 +170,7 @@ func (s *Server) noLeaderView() leaderless {
 		return leaderless{why: "no leader: this node is in no cluster yet (it waits for --bootstrap-expect nodes, or to be added by a leader)"}
 	case len(up) < majority:
 		return leaderless{why: fmt.Sprintf("no leader: %d of %d voters reachable (%s); a majority of %d is needed",
-			len(up), voters, strings.Join(up, ", "), majority), quorumLost: true}
+			len(up), voters, strings.Join(up, ", "), majority), quorumLost: len(up)+unseen < majority}
 	default:
 		return leaderless{why: fmt.Sprintf("no leader yet: %d of %d voters reachable (%s), electing one",
 			len(up), voters, strings.Join(up, ", "))}
