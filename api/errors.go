@@ -38,6 +38,9 @@ type Error struct {
 	Message string
 	// NotApplied: the request certainly did nothing (ErrorDetail).
 	NotApplied bool
+	// QuorumLost: this node reaches fewer voters than a majority
+	// (ErrorDetail), so no leader can be elected on its side.
+	QuorumLost bool
 }
 
 // Error returns the code and message.
@@ -90,11 +93,18 @@ func tableError(e *lockstate.Error) *Error {
 	return &Error{Status: st, Code: string(e.Code), Message: msg}
 }
 
+// leaderless is why a node has no leader to offer, as it sees it.
+type leaderless struct {
+	why string // one sentence for users
+	// quorumLost: fewer voters are reachable than a majority.
+	quorumLost bool
+}
+
 // toError is the one place that decides how a failure is answered. Its
 // messages are for users: the error's chain (Go types, package prefixes)
-// goes to the log, not into them. noLeader says why there is no leader,
-// as this node sees it.
-func toError(err error, why func() string) *Error {
+// goes to the log, not into them. view says why there is no leader, as
+// this node sees it.
+func toError(err error, view func() leaderless) *Error {
 	var ae *Error
 	var le *lockstate.Error
 	var mbe *http.MaxBytesError
@@ -107,7 +117,7 @@ func toError(err error, why func() string) *Error {
 	case errors.As(err, &mbe):
 		return invalid("request body is larger than %d bytes", mbe.Limit)
 	case errors.As(err, &re):
-		return retryRequest(re, why)
+		return retryRequest(re, view)
 	case errors.Is(err, lockservice.ErrAnswerLost): // before unknown outcome: a retry may have joined it
 		return errorf(http.StatusInternalServerError, CodeInternal, "the write was applied, but the leader's answer "+
 			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect")
@@ -119,61 +129,76 @@ func toError(err error, why func() string) *Error {
 	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):
 		// nothing was done.
-		e := noLeader("%s; nothing was done, retry", why())
-		e.NotApplied = true
+		v := view()
+		e := noLeader("%s; nothing was done, retry", v.why)
+		e.NotApplied, e.QuorumLost = true, v.quorumLost
 		return e
 	case errors.Is(err, context.DeadlineExceeded):
-		return noLeader("%s; retry", why())
+		v := view()
+		e := noLeader("%s; retry", v.why)
+		e.QuorumLost = v.quorumLost
+		return e
 	case errors.Is(err, context.Canceled):
 		return noLeader("request cancelled")
 	}
 	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
 }
 
-// noLeaderWhy says why this node has no leader to offer: how many voters
+// noLeaderView says why this node has no leader to offer: how many voters
 // of the raft configuration it reaches (gossip: alive; itself included),
-// and the majority a leader needs.
-func (s *Server) noLeaderWhy() string {
-	var voters int
+// and the majority a leader needs. The quorum counts as lost only when
+// gossip has seen enough voters go: one it has not seen ("unknown", or
+// every voter without gossip) may be up.
+func (s *Server) noLeaderView() leaderless {
+	var voters, unseen int
 	var up []string
 	for _, m := range s.members() {
-		if m.Voter {
-			voters++
-			if m.Status == "alive" {
-				up = append(up, m.ID)
-			}
+		if !m.Voter {
+			continue
+		}
+		voters++
+		switch m.Status {
+		case "alive":
+			up = append(up, m.ID)
+		case "unknown":
+			unseen++
 		}
 	}
 	slices.Sort(up)
 	switch majority := voters/2 + 1; {
 	case voters == 0:
-		return "no leader: this node is in no cluster yet (it waits for --bootstrap-expect nodes, or to be added by a leader)"
+		return leaderless{why: "no leader: this node is in no cluster yet (it waits for --bootstrap-expect nodes, or to be added by a leader)"}
 	case len(up) < majority:
-		return fmt.Sprintf("no leader: %d of %d voters reachable (%s); a majority of %d is needed",
-			len(up), voters, strings.Join(up, ", "), majority)
+		return leaderless{why: fmt.Sprintf("no leader: %d of %d voters reachable (%s); a majority of %d is needed",
+			len(up), voters, strings.Join(up, ", "), majority), quorumLost: len(up)+unseen < majority}
 	default:
-		return fmt.Sprintf("no leader yet: %d of %d voters reachable (%s), electing one", len(up), voters, strings.Join(up, ", "))
+		return leaderless{why: fmt.Sprintf("no leader yet: %d of %d voters reachable (%s), electing one",
+			len(up), voters, strings.Join(up, ", "))}
 	}
 }
 
 // retryRequest is the 503 of a request whose outcome this node cannot
 // give: the client repeats it with the same request_id, or re-attaches.
-func retryRequest(re *lockservice.RetryError, why func() string) *Error {
-	cause := toError(re.Err, why)
-	if re.Pending {
-		return noLeader("request %s is still pending: %s; re-attach with GET /v1/requests/%s?wait=30s",
+func retryRequest(re *lockservice.RetryError, view func() leaderless) *Error {
+	cause := toError(re.Err, view)
+	var e *Error
+	switch {
+	case re.Pending:
+		e = noLeader("request %s is still pending: %s; re-attach with GET /v1/requests/%s?wait=30s",
+			re.RequestID, cause.Message, re.RequestID)
+	case cause.Code != CodeNoLeader:
+		return cause
+	default:
+		e = noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",
 			re.RequestID, cause.Message, re.RequestID)
 	}
-	if cause.Code != CodeNoLeader {
-		return cause
-	}
-	return noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",
-		re.RequestID, cause.Message, re.RequestID)
+	e.QuorumLost = cause.QuorumLost
+	return e
 }
 
 // writeError answers err as {"error":{"code","message"}}.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	e := toError(err, s.noLeaderWhy)
+	e := toError(err, s.noLeaderView)
 	s.denied(r, e)
 	var refused *lockstate.Error
 	if errors.As(err, &refused) && refused.Code == lockstate.CodeLimit {
@@ -182,5 +207,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "message", e.Message, "error", err)
 	}
-	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message, NotApplied: e.NotApplied}})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message,
+		NotApplied: e.NotApplied, QuorumLost: e.QuorumLost}})
 }

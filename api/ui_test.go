@@ -333,7 +333,7 @@ func TestUILoginForm(t *testing.T) {
 		{"management", root.Secret,
 			[]string{`data-lock="db/users"`, `data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, `data-lock="reports/daily"`,
 				`data-session="` + string(s2.ID) + `"`, `id="live" class="live ok"`, `id="login" hidden`,
-				`<span class="sname" title="session ` + string(s1.ID) + `">root-job</span>`, `data-session-row="` + string(s1.ID) + `"`},
+				`<span class="sname" title="root-job (session ` + string(s1.ID) + `)">root-job</span>`, `data-session-row="` + string(s1.ID) + `"`},
 			[]string{"needs a management token"}},
 		{"jobs/ reader", reader.Secret,
 			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`, `>` + string(s1.ID) + `<`},

@@ -25,7 +25,10 @@
 // When a call fails because the node is unreachable or answers
 // 503 no_leader, the client forgets the leader, backs off (exponentially,
 // with jitter, bounded by RetryPolicy), learns the leader again from any
-// endpoint and retries — but only calls that are safe to repeat:
+// endpoint and retries — but only calls that are safe to repeat, and
+// not once every endpoint has refused the connection or answered that it
+// lost its quorum (Error.QuorumLost: no leader can be elected where the
+// client reaches): that answer is returned at once. Retried calls are:
 //
 //   - reads (status, locks, check, sessions, request long-polls),
 //     keepalives, cancels (DELETE /v1/requests/{id}) and session deletes

@@ -396,3 +396,58 @@ func TestRevokeOnACLCluster(t *testing.T) {
 		t.Fatalf("the revoke ended the holder's session: %v", holder.Err())
 	}
 }
+
+// TestQuorumLossAnsweredAtOnce: with two of three nodes killed and the
+// survivor's gossip showing them gone, the survivor answers no_leader with
+// quorum_lost, and a call returns that answer as soon as every endpoint
+// has either said so or refused the connection — long before its own
+// deadline, though the policy would retry until it — whether the client
+// was given the survivor alone or every address.
+func TestQuorumLossAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, 3)
+	cl.waitLeader(cl.nodes, 30*time.Second)
+	survivor := cl.nodes[0]
+	for _, nd := range cl.others(survivor) {
+		cl.kill(nd)
+	}
+	probe, err := client.New(survivor.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the survivor's gossip to see the others gone", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		st, err := probe.Status(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range st.Members {
+			if m.ID != survivor.id && m.Status == "alive" {
+				return false, fmt.Sprintf("%+v", st.Members)
+			}
+		}
+		return true, ""
+	})
+	want := "no leader: 1 of 3 voters reachable (" + survivor.id + "); a majority of 2 is needed"
+	for _, eps := range [][]string{{survivor.httpAddr}, cl.addrs()} {
+		// MaxElapsed 0: the policy alone would retry until ctx ends.
+		c, err := client.NewWith(eps, client.WithRetryPolicy(client.RetryPolicy{}), client.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+		start := time.Now()
+		_, err = c.NewSession(ctx, 10*time.Second)
+		took, deadline := time.Since(start), ctx.Err()
+		cancel()
+		t.Logf("NewSession via %v without quorum: %v after %v", eps, err, took.Round(time.Millisecond))
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != client.CodeNoLeader || !ae.QuorumLost || !strings.Contains(ae.Message, want) {
+			t.Errorf("NewSession via %v: %v; want no_leader with quorum_lost and %q", eps, err, want)
+		}
+		if deadline != nil {
+			t.Errorf("NewSession via %v returned only at its deadline: the quorum-lost answer was retried", eps)
+		}
+	}
+}

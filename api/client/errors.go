@@ -37,6 +37,10 @@ type Error struct {
 	// NotApplied: the server says it did nothing with the request (a
 	// 503 before any leader took it), so it may be sent again.
 	NotApplied bool
+	// QuorumLost: the node that answered no_leader reaches fewer voters
+	// than a majority, so it cannot elect a leader. A call returns such
+	// an answer at once when every node it could reach gave it.
+	QuorumLost bool
 }
 
 // Error implements error.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,10 +59,14 @@ type call struct {
 
 // do sends c to the leader (or, while the leader is unknown, to the next
 // endpoint), failing over and backing off according to the call's retry
-// class and the client's RetryPolicy.
+// class and the client's RetryPolicy. Once every endpoint has either
+// refused the connection or answered that it lost its quorum, do returns
+// that answer without waiting out the policy: no node it reaches can
+// elect a leader.
 func (cl *Client) do(ctx context.Context, c call) error {
 	start := time.Now()
 	var last, answer error // answer: the last no_leader a node gave, the cluster's own reason
+	var out outage
 	for attempt := 0; ; attempt++ {
 		cl.ensureLeader(ctx)
 		target := cl.target()
@@ -91,6 +96,9 @@ func (cl *Client) do(ctx context.Context, c call) error {
 				return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 			}
 			return err
+		}
+		if out.note(target, err) && out.total(cl.endpointList()) {
+			return answer // every node reached has lost its quorum
 		}
 		if cl.retry.MaxElapsed > 0 && time.Since(start) >= cl.retry.MaxElapsed {
 			return fmt.Errorf("giving up after %d attempts in %v: %w", attempt+1,
@@ -166,7 +174,8 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 func decodeError(status int, b []byte) error {
 	var eb wire.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status, NotApplied: eb.Error.NotApplied}
+		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status,
+			NotApplied: eb.Error.NotApplied, QuorumLost: eb.Error.QuorumLost}
 	}
 	code := CodeInternal
 	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
@@ -204,7 +213,60 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// outage is what the endpoints said during one call: which have no
+// quorum (a no_leader answer with quorum_lost) and which refused the
+// connection.
+type outage struct {
+	lost, down map[string]bool
+}
+
+// note records base's failure err and reports whether it was a
+// quorum-lost answer or a refused connection; any other failure takes
+// back what base said before.
+func (o *outage) note(base string, err error) bool {
+	var ae *Error
+	delete(o.lost, base)
+	delete(o.down, base)
+	switch {
+	case errors.As(err, &ae) && ae.Code == CodeNoLeader && ae.QuorumLost:
+		if o.lost == nil {
+			o.lost = map[string]bool{}
+		}
+		o.lost[base] = true
+	case isDialError(err):
+		if o.down == nil {
+			o.down = map[string]bool{}
+		}
+		o.down[base] = true
+	default:
+		return false
+	}
+	return true
+}
+
+// total reports whether the outage covers every endpoint: each one
+// answered that it lost its quorum or refused the connection, and at
+// least one answered.
+func (o *outage) total(endpoints []string) bool {
+	if len(o.lost) == 0 {
+		return false
+	}
+	for _, e := range endpoints {
+		if !o.lost[e] && !o.down[e] {
+			return false
+		}
+	}
+	return true
+}
+
 // ---- leader tracking -------------------------------------------------
+
+// endpointList is a copy of the endpoints known now.
+func (cl *Client) endpointList() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return slices.Clone(cl.endpoints)
+}
 
 // suspectFor is how long an endpoint that failed a call is avoided, and
 // not believed when other nodes still name it leader (they do until

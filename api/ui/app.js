@@ -26,9 +26,6 @@
     }
     return e;
   }
-  // Session ids are opaque (22 characters); a short prefix names them in
-  // the graph, the full id is in its tooltip.
-  const sess = (id) => (String(id).length > 8 ? String(id).slice(0, 6) + "…" : "s" + id);
 
   // ---- session names, ages, changes -----------------------------------------
   // Names come from GET /v1/sessions?stale: a management token lists every
@@ -37,14 +34,17 @@
   const nameOf = (id) => { const s = sessionsById.get(String(id)); return s && s.name ? s.name : ""; };
   function sessNodes(id) {
     const n = nameOf(id);
-    return [n ? el("span", { class: "sname", title: "session " + id }, n) : null,
+    return [n ? el("span", { class: "sname", title: n + " (session " + id + ")" }, n) : null,
       el("span", { class: "sid", title: "session " + id }, id)];
   }
   const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
 
-  // Ages are measured by this page: from the poll that first saw a hold
-  // (session, name, token) or a waiter (request id, name). What the first
-  // poll saw was already there: its age is a lower bound ("≥").
+  // Ages are measured by this page (lockd records no time a hold or wait
+  // began): from the poll that first saw a hold (session, name, token) or
+  // a waiter (request id, name). What the first poll saw was already
+  // there, so the page says only how long it has seen it ("seen for");
+  // what appeared later is as old as the page has seen it ("held for",
+  // "waiting"), within a poll.
   const seen = new Map(); // key -> {t, pre}
   let baseline = true;
   function seenAt(key, now) {
@@ -58,11 +58,12 @@
     if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
     return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
   }
-  const ageText = (a) => a.dataset.verb + " " + (a.dataset.pre ? "≥" : "") + fmtDur(Date.now() - Number(a.dataset.t));
+  const ageText = (a) => a.dataset.verb + " " + fmtDur(Date.now() - Number(a.dataset.t));
   function age(verb, key, now) {
     const s = seenAt(key, now);
-    const a = el("span", { class: "age", "data-verb": verb, "data-t": s.t, "data-pre": s.pre ? "1" : null,
-      title: s.pre ? "already there when this page loaded: at least this long" : "since this page first saw it" });
+    const a = el("span", { class: "age", "data-verb": s.pre ? "seen for" : verb, "data-t": s.t,
+      title: s.pre ? "already there when this page loaded: how long this page has seen it, not its age (lockd does not record when it began)"
+        : "since this page saw it appear (within a poll)" });
     a.textContent = ageText(a);
     return a;
   }
@@ -276,6 +277,9 @@
 
   // ---- locks -------------------------------------------------------------
 
+  // breakable is a lock name that wraps, when it must, after a "/".
+  const breakable = (name) => name.split("/").flatMap((part, i) => (i ? ["/", el("wbr"), part] : [part]));
+
   function chip(cls, parts) {
     return el("span", { class: "chip " + cls }, ...parts);
   }
@@ -293,7 +297,7 @@
         age("waiting", waitKey(l, w), now)]));
       const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
       return el("tr", { "data-lock": l.name },
-        el("td", { class: "name" }, l.name),
+        el("td", { class: "name" }, breakable(l.name)),
         el("td", { class: "num" }, l.version),
         el("td", { class: "num" }, l.limit),
         el("td", {}, holders.length ? el("div", { class: "chips" }, holders) : el("span", { class: "none" }, "—"), delayed),
@@ -375,6 +379,42 @@
     return out;
   }
 
+  // graphLabels names each node of the graph in one or two lines that
+  // tell sessions apart: its name (one longer than 16 characters without
+  // the words it shares with another node's name: lockctl names its
+  // sessions "lockctl HOST pid N: COMMAND"), cut to 16 characters, then
+  // the shortest prefix of its id
+  // (6 characters or more) that no other node's id shares.
+  function graphLabels(nodes) {
+    const ids = idPrefixes(nodes);
+    const names = nodes.map(nameOf);
+    return new Map(nodes.map((n, i) => {
+      const id = ids.get(n) + (ids.get(n).length < String(n).length ? "…" : "");
+      if (!names[i]) return [n, [id]];
+      let head = 0;
+      if (names[i].length > 16) names.forEach((o, j) => { if (j !== i && o) head = Math.max(head, wordsShared(names[i], o)); });
+      const rest = head ? "…" + names[i].slice(head) : names[i];
+      return [n, [short(rest, 16), id]];
+    }));
+  }
+  // wordsShared is the length of the longest common start of a and b that
+  // ends after a space or punctuation, and leaves something of a.
+  function wordsShared(a, b) {
+    let i = 0;
+    while (i < a.length && i < b.length && a[i] === b[i]) i++;
+    while (i > 0 && !/[\s:/,=.-]/.test(a[i - 1])) i--;
+    return i < a.length ? i : 0;
+  }
+  // idPrefixes cuts ids to the shortest length, 6 or more, at which they
+  // are all different.
+  function idPrefixes(ids) {
+    const longest = Math.max(...ids.map((id) => String(id).length));
+    for (let n = 6; ; n++) {
+      const cut = ids.map((id) => String(id).slice(0, n));
+      if (new Set(cut).size === ids.length || n >= longest) return new Map(ids.map((id, i) => [id, cut[i]]));
+    }
+  }
+
   function renderGraph(edges, denied) {
     const box = $("graph");
     if (denied) {
@@ -392,11 +432,13 @@
     const cyc = cycleNodes(nodes, edges);
     $("graph-count").textContent = edges.length + (edges.length === 1 ? " edge" : " edges") + (cyc.size ? " · deadlock" : "");
 
-    // Nodes on a ring wide enough that neighbouring labels (names cut to
-    // 14 characters, 12px monospace) never overlap; the canvas grows with it.
-    const label = (n) => (nameOf(n) ? short(nameOf(n), 14) : sess(n));
+    // Nodes on a ring wide enough that neighbouring labels (two lines of
+    // at most 16 characters, 12px monospace) never overlap; the canvas
+    // grows with it.
+    const labels = graphLabels(nodes);
+    const label = (n) => labels.get(n).join(" ");
     const R = 22, CH = 7.5;
-    const labelW = Math.max(2 * R, ...nodes.map((n) => label(n).length * CH));
+    const labelW = Math.max(2 * R, ...nodes.map((n) => Math.max(...labels.get(n).map((l) => l.length)) * CH));
     const need = nodes.length <= 2 ? 150 : (labelW + 16) / (2 * Math.sin(Math.PI / nodes.length));
     const ring = Math.max(nodes.length <= 2 ? 150 : 114, need);
     const W = Math.max(520, 2 * (ring + labelW / 2 + 12)), H = nodes.length <= 2 ? 170 : Math.max(320, 2 * (ring + R + 14));
@@ -444,7 +486,7 @@
       svg.append(el("svg:g", { class: cls, "data-session": n },
         el("svg:title", {}, "session " + n + (nameOf(n) ? " (" + nameOf(n) + ")" : "") + (waiting.has(n) ? ", waiting" : "")),
         el("svg:circle", { cx: p.x, cy: p.y, r: R }),
-        el("svg:text", { x: p.x, y: p.y }, label(n))));
+        ...labels.get(n).map((line, i, all) => el("svg:text", { x: p.x, y: p.y + (i - (all.length - 1) / 2) * 15, class: i ? "sid" : null }, line))));
     }
     const legend = el("div", { class: "legend" },
       el("span", {}, el("span", { class: "sw" }), "waiting session → the session it waits for (a holder, or a waiter queued ahead of it)"),
@@ -481,7 +523,7 @@
     $("sessions-count").textContent = (truncated ? "first " : "") + list.length + " this token can see";
     const rows = list.map((s) => el("tr", { "data-session-row": s.id, class: s.id === selected ? "sel" : null, title: "show this session" },
       el("td", { class: "mono" }, s.id),
-      el("td", {}, s.name || el("span", { class: "none" }, "—")),
+      el("td", { title: s.name || null }, s.name || el("span", { class: "none" }, "—")),
       el("td", { class: "mono" }, s.ttl),
       el("td", { class: "num" }, (s.held || []).length),
       el("td", { class: "num" }, (s.pending || []).length)));

@@ -105,6 +105,12 @@ type ErrorDetail struct {
 	// release or surrender may be sent again. Absent: the outcome may be
 	// unknown.
 	NotApplied bool `json:"not_applied,omitempty"`
+	// QuorumLost, on a 503 no_leader, says the node reaches fewer voters
+	// than a majority (its gossip view, the message's "1 of 3 voters
+	// reachable"): no leader can be elected on its side, so waiting on
+	// this node helps only once enough nodes are back. Absent: a leader
+	// may be found or elected soon.
+	QuorumLost bool `json:"quorum_lost,omitempty"`
 }
 
 // CreateSessionRequest is the body of POST /v1/sessions.

@@ -24,6 +24,8 @@ func TestEncodings(t *testing.T) {
 			`{"status":"granted","request_id":"r","session":"k1","token":7,"granted":[{"name":"a","mode":"write","weight":1,"token":7}]}`},
 		{"error", ErrorBody{Error: ErrorDetail{Code: "no_leader", Message: "m", NotApplied: true}},
 			`{"error":{"code":"no_leader","message":"m","not_applied":true}}`},
+		{"quorum lost", ErrorBody{Error: ErrorDetail{Code: "no_leader", Message: "m", NotApplied: true, QuorumLost: true}},
+			`{"error":{"code":"no_leader","message":"m","not_applied":true,"quorum_lost":true}}`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil || string(b) != tc.want {
