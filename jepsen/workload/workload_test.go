@@ -88,7 +88,8 @@ func runWorkloadEnv(t *testing.T, addr, name string, d time.Duration, set func(*
 			time.Sleep(d / 4)
 			pctx, pcancel := context.WithTimeout(ctx, d/2)
 			defer pcancel()
-			who, err := env.Pauses.Pause(pctx, 3*time.Second)
+			// Past the session TTL: the session expires during the pause.
+			who, err := env.Pauses.Pause(pctx, env.TTL+1500*time.Millisecond)
 			rec.Add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start,
 				Fault: "client-pause", Targets: []string{who}, Error: fmt.Sprint(err)})
 		}()
