@@ -26,6 +26,9 @@ func mirror(t *testing.T) (*faultfs.FS, string) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
+	if raceEnabled {
+		t.Skip("the stores map files this process serves over FUSE: a deadlock under -race (race_on_test.go)")
+	}
 	if runtime.GOMAXPROCS(0) < 2 { // bolt maps a file this process serves: see faultfs
 		prev := runtime.GOMAXPROCS(2)
 		t.Cleanup(func() { runtime.GOMAXPROCS(prev) }) // after the unmount
