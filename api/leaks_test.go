@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/api/wire"
@@ -50,5 +51,71 @@ func TestTimeoutDoesNotNameAnotherTokensSession(t *testing.T) {
 		if !c.named && !strings.Contains(body, "another token's session") {
 			t.Errorf("%s: does not say another token's session holds it: %s", c.who, body)
 		}
+	}
+}
+
+// GET /v1/locks and /v1/locks/{name} show a token every holder and waiter
+// of a name it may read, but the session ids of its own sessions only; a
+// management token sees them all.
+func TestLockViewsNameOnlyOwnSessions(t *testing.T) {
+	n := singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
+	var root, jobs, other wire.Token
+	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
+	rules := []map[string]string{{"prefix": "jobs/", "access": "write"}}
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "jobs", "rules": rules}, &jobs)
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "other", "rules": rules}, &other)
+	session := func(secret string) string {
+		var s wire.Session
+		n.as(secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
+		return string(s.ID)
+	}
+	holder, waiter := session(jobs.Secret), session(other.Secret)
+	n.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire",
+		map[string]any{"session": holder, "locks": []map[string]any{{"name": "jobs/t"}}}, nil)
+	queued := async(func() resp {
+		return n.call(other.Secret, "POST", "/v1/acquire",
+			map[string]any{"session": waiter, "request_id": "w1", "locks": []map[string]any{{"name": "jobs/t"}}, "wait": "20s"})
+	})
+	waitFor(t, 10*time.Second, "the waiter to queue", func() bool {
+		var l wire.Lock
+		n.as(root.Secret, http.StatusOK, "GET", "/v1/locks/jobs/t", nil, &l)
+		return len(l.Waiters) == 1
+	})
+
+	cases := []struct {
+		who                string
+		secret             string
+		holder, waiterSeen string // the ids the view must show ("" left out)
+	}{
+		{"the holder's token", jobs.Secret, holder, ""},
+		{"the waiter's token", other.Secret, "", waiter},
+		{"a management token", root.Secret, holder, waiter},
+	}
+	for _, c := range cases {
+		var one wire.Lock
+		var list []wire.Lock
+		n.as(c.secret, http.StatusOK, "GET", "/v1/locks/jobs/t", nil, &one)
+		n.as(c.secret, http.StatusOK, "GET", "/v1/locks?prefix=jobs/", nil, &list)
+		if len(list) != 1 {
+			t.Fatalf("%s: list %+v, want the one name", c.who, list)
+		}
+		for view, l := range map[string]wire.Lock{"GET /v1/locks/jobs/t": one, "GET /v1/locks": list[0]} {
+			if len(l.Holders) != 1 || len(l.Waiters) != 1 {
+				t.Fatalf("%s, %s: %+v, want one holder and one waiter", c.who, view, l)
+			}
+			if got := string(l.Holders[0].Session); got != c.holder {
+				t.Errorf("%s, %s: holder's session %q, want %q", c.who, view, got, c.holder)
+			}
+			if got := string(l.Waiters[0].Session); got != c.waiterSeen {
+				t.Errorf("%s, %s: waiter's session %q, want %q", c.who, view, got, c.waiterSeen)
+			}
+			if l.Holders[0].Token == 0 || l.Waiters[0].RequestID != "w1" {
+				t.Errorf("%s, %s: %+v, want the hold's token and the waiter's request id", c.who, view, l)
+			}
+		}
+	}
+	n.as(jobs.Secret, http.StatusOK, "DELETE", "/v1/sessions/"+holder, nil, nil)
+	if r := recv(t, queued, 20*time.Second, "the waiter's grant"); r.status != http.StatusOK {
+		t.Fatalf("waiter: %s, want 200 after the holder closed", r)
 	}
 }

@@ -16,6 +16,7 @@ type Holder struct {
 	Count   int       `json:"count" msgpack:"count"`
 	Token   uint64    `json:"token" msgpack:"token"`
 	Expires int64     `json:"expires,omitempty" msgpack:"expires,omitempty"` // hold_ttl end on the table clock
+	Owner   string    `json:"owner,omitempty" msgpack:"owner,omitempty"`     // the session's token id ("" without ACLs)
 }
 
 // Waiter is one queued constituent as seen from outside.
@@ -26,6 +27,7 @@ type Waiter struct {
 	Mode      Mode      `json:"mode"`
 	Weight    int       `json:"weight"`
 	Seq       uint64    `json:"seq"`
+	Owner     string    `json:"owner,omitempty"` // the session's token id ("" without ACLs)
 }
 
 // LockInfo describes one name: its holders and its waiters in arrival order.
@@ -68,13 +70,14 @@ func (n *node) info() LockInfo {
 	for e := n.queue().here.head; e != nil; e = e.next {
 		r := e.w.req
 		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, Key: r.s.publicKey(), RequestID: r.id, Mode: e.w.mode,
-			Weight: r.specs[e.w.spec].Weight, Seq: r.seq})
+			Weight: r.specs[e.w.spec].Weight, Seq: r.seq, Owner: r.s.owner})
 	}
 	return info
 }
 
 func (h *hold) view() Holder {
-	return Holder{Session: h.s.id, Key: h.s.publicKey(), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
+	return Holder{Session: h.s.id, Key: h.s.publicKey(), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires,
+		Owner: h.s.owner}
 }
 
 // Lock returns one name's state; false if nobody holds, waits for or

@@ -33,6 +33,8 @@
   let sessionsById = new Map();
   const nameOf = (id) => { const s = sessionsById.get(String(id)); return s && s.name ? s.name : ""; };
   function sessNodes(id) {
+    // lockd leaves out the id of a session another token owns.
+    if (!id) return [el("span", { class: "sid other", title: "a session of another token" }, "another token's")];
     const n = nameOf(id);
     return [n ? el("span", { class: "sname", title: n + " (session " + id + ")" }, n) : null,
       el("span", { class: "sid", title: "session " + id }, id)];
@@ -343,8 +345,9 @@
       // of it (the server's graph says which of those it really waits for).
       const ws = l.waiters || [];
       ws.forEach((w, i) => {
+        if (!w.session) return; // another token's session: its id is left out
         for (const o of [...(l.holders || []), ...ws.slice(0, i)]) {
-          if (o.session === w.session) continue;
+          if (!o.session || o.session === w.session) continue;
           const k = w.session + ">" + o.session;
           if (!names.has(k)) names.set(k, new Set());
           names.get(k).add(l.name);

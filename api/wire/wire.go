@@ -257,7 +257,7 @@ type Lock struct {
 
 // Holder is one hold on a lock.
 type Holder struct {
-	Session string    `json:"session"`
+	Session string    `json:"session"` // "": another token's session (ACLs)
 	Mode    Mode      `json:"mode"`
 	Weight  int       `json:"weight"`
 	Count   int       `json:"count"`
@@ -267,7 +267,7 @@ type Holder struct {
 
 // Waiter is one queued request on a lock, in arrival order.
 type Waiter struct {
-	Session   string `json:"session"`
+	Session   string `json:"session"` // "": another token's session (ACLs)
 	RequestID string `json:"request_id"`
 	Mode      Mode   `json:"mode"`
 	Weight    int    `json:"weight"`

@@ -212,8 +212,13 @@ func sessionNames(ctx context.Context, c *client.Client, stale bool) sessionName
 	return names
 }
 
-// label is id with its session's name, "ID (name)", or the id alone.
+// label is id with its session's name, "ID (name)", or the id alone;
+// a session the token may not see (the server leaves its id out) is
+// "(another token's)".
 func (n sessionNamer) label(id string) string {
+	if id == "" {
+		return "(another token's)"
+	}
 	if name := n[id]; name != "" {
 		return fmt.Sprintf("%s (%s)", id, name)
 	}

@@ -15,8 +15,10 @@ import (
 // Runs are made with ACLs on. Before the workload starts the harness
 // bootstraps the cluster once (SetupACL) and makes a write token on
 // TokenPrefix for each worker and one for the intruder; the management
-// token is kept for the intruder-admin negative control only (the
-// harness's own calls are GET /v1/status, which needs none).
+// token is kept for the workers' observes (Env.Observer: a lock view
+// names only the caller's own sessions) and the intruder-admin negative
+// control (the harness's other calls are GET /v1/status, which needs
+// none).
 //
 // The bootstrap is the one call whose retry is delicate: the cluster
 // bootstraps once, and the secret exists only in the answer. So:

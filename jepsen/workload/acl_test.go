@@ -103,7 +103,7 @@ func TestIntruderAgainstRealLockd(t *testing.T) {
 			intruder = toks.Admin
 		}
 		results, events := runWorkloadEnv(t, addr, "mutex", 6*time.Second, func(env *workload.Env) {
-			env.Tokens, env.Intruder = toks.Workers, intruder
+			env.Tokens, env.Intruder, env.Observer = toks.Workers, intruder, toks.Admin
 		})
 		var own checker.Result
 		for _, r := range results {

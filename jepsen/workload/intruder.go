@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,7 +21,10 @@ import (
 // tries at a low, bounded rate to act through the workers' live sessions —
 // keep one alive, release or surrender a lock it holds, close it, acquire
 // through it, cancel one of its pending acquires (found with GET
-// /v1/locks/{name}, which lists waiters and their request ids). The
+// /v1/locks/{name}, which lists waiters and their request ids; read with
+// the observer's token, since a lock view names only the caller's own
+// sessions: the intruder stands for someone who learned the ids
+// elsewhere, from a log or a shared screen). The
 // Ownership checker requires every attempt to be refused, and no worker
 // to lose what an attempt could have taken. With the management token
 // (the intruder-admin negative control) the attempts succeed, and the
@@ -192,8 +196,8 @@ func (e *Env) nextIntrusion(ctx context.Context, hc *http.Client, rng *rand.Rand
 }
 
 // pendingRequest reads a workload name's waiters (GET /v1/locks/{name},
-// with the intruder's token) and returns one of a worker's pending
-// requests.
+// with the observer's token, or the intruder's without one) and returns
+// one of a worker's pending requests.
 func (e *Env) pendingRequest(ctx context.Context, hc *http.Client, base string, rng *rand.Rand) (session, id string, ok bool) {
 	name := e.targets.name(rng)
 	if name == "" {
@@ -203,7 +207,7 @@ func (e *Env) pendingRequest(ctx context.Context, hc *http.Client, base string, 
 	if err != nil {
 		return "", "", false
 	}
-	req.Header.Set("Authorization", "Bearer "+e.Intruder)
+	req.Header.Set("Authorization", "Bearer "+cmp.Or(e.Observer, e.Intruder))
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", "", false

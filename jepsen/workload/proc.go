@@ -221,7 +221,8 @@ func (p *Proc) close(ctx context.Context) {
 	p.record(history.Event{Type: history.OK, F: history.Close})
 }
 
-// Observe records a linearizable read of name's holders.
+// Observe records a linearizable read of name's holders, read with the
+// observer's token (Env.Observer), which sees every holder's session.
 func (p *Proc) Observe(ctx context.Context, name string) {
 	if !p.alive() {
 		return
@@ -230,10 +231,10 @@ func (p *Proc) Observe(ctx context.Context, name string) {
 	p.record(history.Event{Type: history.Invoke, F: history.Observe, Names: names})
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	info, err := p.w.c.GetLock(octx, name)
+	info, err := p.w.obs.GetLock(octx, name)
 	switch {
 	case errors.Is(err, client.ErrLockNotFound):
-		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Node: p.w.c.Leader()})
+		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Node: p.w.obs.Leader()})
 	case err != nil:
 		p.record(history.Event{Type: history.Fail, F: history.Observe, Names: names, Error: err.Error()})
 	default:
@@ -241,7 +242,7 @@ func (p *Proc) Observe(ctx context.Context, name string) {
 		for i, h := range info.Holders {
 			hs[i] = history.Holder{Session: h.Session, Mode: string(h.Mode), Token: h.Token}
 		}
-		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Holders: hs, Node: p.w.c.Leader()})
+		p.record(history.Event{Type: history.OK, F: history.Observe, Names: names, Holders: hs, Node: p.w.obs.Leader()})
 	}
 }
 

@@ -43,6 +43,10 @@ type Env struct {
 	// Intruder is the ACL secret of the intruder (intruder.go); "" runs
 	// none.
 	Intruder string
+	// Observer is the ACL secret the workers' observes read with: a lock
+	// view names only the caller's own sessions, and the checkers need
+	// every holder's, so with Tokens it is the management token.
+	Observer string
 
 	elements atomic.Int64
 	procs    atomic.Int64
@@ -92,6 +96,7 @@ type worker struct {
 	idx  int
 	env  *Env
 	c    *client.Client
+	obs  *client.Client // c's endpoints and gate, with Env.Observer's token
 	gate *gate
 	rng  *rand.Rand
 	proc *Proc
@@ -123,12 +128,21 @@ func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 		if len(env.Tokens) > 0 {
 			token = env.Tokens[i%len(env.Tokens)]
 		}
-		c, err := client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log),
-			client.WithTLS(env.TLS), client.WithToken(token))
+		with := func(token string) (*client.Client, error) {
+			return client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log),
+				client.WithTLS(env.TLS), client.WithToken(token))
+		}
+		c, err := with(token)
 		if err != nil {
 			return nil, err
 		}
-		cs.workers = append(cs.workers, &worker{idx: i, env: env, c: c, gate: g,
+		obs := c
+		if env.Observer != "" {
+			if obs, err = with(env.Observer); err != nil {
+				return nil, err
+			}
+		}
+		cs.workers = append(cs.workers, &worker{idx: i, env: env, c: c, obs: obs, gate: g,
 			rng: rand.New(rand.NewPCG(env.Seed, uint64(i)))})
 	}
 	return cs, nil

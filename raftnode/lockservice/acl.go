@@ -125,6 +125,24 @@ func owns(tok *lockstate.TokenInfo, owner string) bool {
 	return tok == nil || tok.ID == owner || tok.Admin()
 }
 
+// redact blanks, in a view of one name, the session of each holder and
+// waiter that tok does not own. A token that may read a name learns how
+// it is held (modes, weights, fencing tokens, request ids) but names only
+// its own sessions: an id it could not look up (GET /v1/sessions/{id}
+// answers 404) is not handed out here either.
+func redact(li *lockstate.LockInfo, tok *lockstate.TokenInfo) {
+	for i := range li.Holders {
+		if h := &li.Holders[i]; !owns(tok, h.Owner) {
+			h.Session, h.Key = 0, ""
+		}
+	}
+	for i := range li.Waiters {
+		if w := &li.Waiters[i]; !owns(tok, w.Owner) {
+			w.Session, w.Key = 0, ""
+		}
+	}
+}
+
 // withAuth stamps the caller's token into a command that acts for a
 // client (one that embeds lockstate.Authority), refusing nobody while ACLs
 // are on. The table checks it again on apply, against the tokens of that

@@ -25,6 +25,9 @@ func (s *Service) Locks(ctx context.Context, c Consistency, prefix string, p Pag
 	var next string
 	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		out, next = t.LocksPage(prefix, p.After, p.Limit, func(name string) bool { return mayRead(tok, name) == nil })
+		for i := range out {
+			redact(&out[i], tok)
+		}
 		return nil
 	})
 	return out, next, err
@@ -69,11 +72,13 @@ func (s *Service) Lock(ctx context.Context, c Consistency, q LockQuery) (LockVie
 		})
 	}
 	var v LockView
-	s.fsm.Read(func(t *lockstate.Table) {
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		v.Lock, v.Found = t.Lock(q.Name)
 		v.Version = t.Version(q.Name)
+		redact(&v.Lock, tok)
+		return nil
 	})
-	return v, nil
+	return v, err
 }
 
 // Check reports whether token is still the current token of a holder of

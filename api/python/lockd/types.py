@@ -91,7 +91,8 @@ class GrantedLock:
 
 @dataclass(frozen=True)
 class Holder:
-    """One hold on a lock."""
+    """One hold on a lock. ``session`` is empty for a session of another
+    token (with ACLs, only a management token sees every id)."""
 
     session: str
     mode: str
@@ -102,7 +103,8 @@ class Holder:
 
 @dataclass(frozen=True)
 class Waiter:
-    """One queued request on a lock, in arrival order."""
+    """One queued request on a lock, in arrival order. ``session`` is
+    empty for a session of another token."""
 
     session: str
     request_id: str

@@ -219,7 +219,7 @@ func (r *run) newClients() (*workload.Clients, error) {
 	env := &workload.Env{Rec: r.rec, Res: r.res, Endpoints: eps, TTL: r.cfg.ttl, Wait: r.cfg.wait, Hold: r.cfg.hold,
 		HoldTTL: r.cfg.holdTTL, Pauses: r.pauses, Seed: uint64(r.cfg.seed), Log: clientLog, TLS: conf}
 	if r.toks != nil {
-		env.Tokens, env.Intruder = r.toks.Workers, r.toks.Intruder
+		env.Tokens, env.Intruder, env.Observer = r.toks.Workers, r.toks.Intruder, r.toks.Admin
 		if r.cfg.negative == negIntruderAdmin {
 			env.Intruder = r.toks.Admin
 		}
