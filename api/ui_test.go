@@ -336,9 +336,10 @@ func TestUILoginForm(t *testing.T) {
 				`<span class="sname" title="root-job (session ` + string(s1.ID) + `)">root-job</span>`, `data-session-row="` + string(s1.ID) + `"`},
 			[]string{"needs a management token"}},
 		{"jobs/ reader", reader.Secret,
-			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`, `>` + string(s1.ID) + `<`},
-			// s1 is not this token's session: its name stays hidden, its id shows.
-			[]string{`data-lock="db/users"`, `data-lock="reports/daily"`, `data-session=`, "root-job", `class="sname"`}},
+			[]string{`data-lock="jobs/backup"`, `data-lock="jobs/nightly"`, "needs a management token", `id="live" class="live ok"`,
+				`<span class="sid other" title="a session of another token">another token's</span>`},
+			// s1 is not this token's session: neither its name nor its id shows.
+			[]string{`data-lock="db/users"`, `data-lock="reports/daily"`, `data-session=`, "root-job", `class="sname"`, string(s1.ID)}},
 	} {
 		secret.Store(c.secret)
 		dom := runChromium(t, chromium, "--dump-dom", front.URL+"/test-harness")
