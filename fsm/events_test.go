@@ -124,3 +124,68 @@ func TestRestoreEndsSubscriptions(t *testing.T) {
 		t.Fatalf("Err %v", sub.Err())
 	}
 }
+
+// A filtered subscription gets the batches with an event it wants, whole,
+// and nothing of the others.
+func TestSubscribeToFilters(t *testing.T) {
+	d := newDriver(t)
+	sub := d.f.SubscribeTo(0, func(ev lockstate.Event) bool { return ev.RequestID == "rb" })
+	defer sub.Close()
+	a, b := d.session(), d.session()
+	d.must(&lockstate.Acquire{Session: a, Locks: []lockstate.LockSpec{lock("x", lockstate.Write)}, RequestID: "ra"})
+	d.must(&lockstate.Acquire{Session: b, Locks: []lockstate.LockSpec{lock("x", lockstate.Write)}, RequestID: "rb", Wait: time.Minute})
+	d.must(&lockstate.Release{Session: a, Name: "x"}) // index 5: releases ra's hold, grants rb
+	select {
+	case got := <-sub.C():
+		if got.Index != 5 || len(got.Events) != 2 || got.Events[1].RequestID != "rb" {
+			t.Fatalf("batch %+v, want index 5 with both its events", got)
+		}
+	default:
+		t.Fatal("no batch for the entry that granted rb")
+	}
+	select {
+	case got := <-sub.C():
+		t.Fatalf("a batch without rb: %+v", got)
+	default:
+	}
+}
+
+// DeadlineMoved is closed by an entry that moves the table's next
+// deadline and by a restore, and by nothing else.
+func TestDeadlineMoved(t *testing.T) {
+	d := newDriver(t)
+	moved := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	a, b := d.session(), d.session()
+	ch := d.f.DeadlineMoved()
+	d.must(&lockstate.Acquire{Session: a, Locks: []lockstate.LockSpec{lock("x", lockstate.Write)}, RequestID: "ra"})
+	if moved(ch) {
+		t.Fatal("closed by a grant with no deadline")
+	}
+	d.must(&lockstate.Acquire{Session: b, Locks: []lockstate.LockSpec{lock("x", lockstate.Write)}, RequestID: "rb", Wait: time.Minute})
+	if !moved(ch) {
+		t.Fatal("not closed by a wait's deadline")
+	}
+	ch = d.f.DeadlineMoved()
+	d.must(&lockstate.Acquire{Session: a, Locks: []lockstate.LockSpec{lock("y", lockstate.Write)}, RequestID: "ry"})
+	if moved(ch) {
+		t.Fatal("closed by an entry that left the deadline where it was")
+	}
+	d.must(&lockstate.Release{Session: a, Name: "x"}) // grants rb: its wait deadline is gone
+	if !moved(ch) {
+		t.Fatal("not closed when the deadline went away")
+	}
+	ch = d.f.DeadlineMoved()
+	if err := restoreBytes(d.f.FSM, snapshotBytes(t, d.f.FSM)); err != nil {
+		t.Fatal(err)
+	}
+	if !moved(ch) {
+		t.Fatal("not closed by a restore")
+	}
+}
