@@ -123,7 +123,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]wire.Lock, len(locks))
 	for i, li := range locks {
-		out[i] = lockJSON(li)
+		out[i] = lockJSON(li, s.locks.Since)
 	}
 	setNextAfter(w, next)
 	writeJSON(w, http.StatusOK, out)
@@ -164,7 +164,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, string(lockstate.CodeNoLock), "lock %q is not held, waited for or delayed", query.Name))
 		return
 	}
-	writeJSON(w, http.StatusOK, lockJSON(view.Lock))
+	writeJSON(w, http.StatusOK, lockJSON(view.Lock, s.locks.Since))
 }
 
 // GET /v1/check?name=N&token=T

@@ -19,14 +19,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := createSessionCmd(req)
-	_, key, err := s.locks.CreateSession(r.Context(), cmd)
+	id, key, err := s.locks.CreateSession(r.Context(), cmd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, wire.Session{ID: key, Revoked: []wire.Revocation{}, Name: cmd.Name, TTL: wire.Duration(cmd.TTL),
 		OnDeadlock: string(orDefault(cmd.OnDeadlock, lockstate.Abort)), Ordered: cmd.Ordered,
-		LockDelay: wire.Duration(cmd.LockDelay), Held: []wire.HeldLock{}, Pending: []string{}})
+		LockDelay: wire.Duration(cmd.LockDelay), Held: []wire.HeldLock{}, Pending: []string{}, Since: s.locks.Since(uint64(id))})
 }
 
 // orDefault returns v, or def when v is the zero value.
@@ -53,7 +53,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]wire.Session, len(sessions))
 	for i, si := range sessions {
-		out[i] = sessionJSON(si)
+		out[i] = sessionJSON(si, s.locks.Since)
 	}
 	setNextAfter(w, next)
 	writeJSON(w, http.StatusOK, out)
@@ -66,7 +66,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionJSON(info))
+	writeJSON(w, http.StatusOK, sessionJSON(info, s.locks.Since))
 }
 
 // DELETE /v1/sessions/{id}

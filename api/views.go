@@ -27,12 +27,16 @@ func clockTime(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-func sessionJSON(si lockstate.SessionInfo) wire.Session {
-	s := wire.Session{ID: si.Key, Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: wire.Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
+// sinceOf says when the entry at an index was proposed (zero: unknown);
+// the views take it to date holds, waiters and sessions.
+type sinceOf func(index uint64) time.Time
+
+func sessionJSON(si lockstate.SessionInfo, since sinceOf) wire.Session {
+	s := wire.Session{ID: si.Key, Since: since(uint64(si.ID)), Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: wire.Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),
 		Ordered: si.Ordered, LockDelay: wire.Duration(si.LockDelay), Held: make([]wire.HeldLock, len(si.Held)), Pending: si.Pending}
 	for i, h := range si.Held {
 		s.Held[i] = wire.HeldLock{Name: h.Name, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count, Token: h.Token,
-			Expires: clockTime(h.Expires)}
+			Expires: clockTime(h.Expires), Since: since(h.Token)}
 	}
 	if s.Pending == nil {
 		s.Pending = []string{}
@@ -48,15 +52,16 @@ func revocationsJSON(rs []lockstate.Revocation) []wire.Revocation {
 	return out
 }
 
-func lockJSON(li lockstate.LockInfo) wire.Lock {
+func lockJSON(li lockstate.LockInfo, since sinceOf) wire.Lock {
 	l := wire.Lock{Name: li.Name, Version: li.Version, Limit: li.Limit, DelayedUntil: clockTime(li.DelayedUntil),
 		Holders: make([]wire.Holder, len(li.Holders)), Waiters: make([]wire.Waiter, len(li.Waiters))}
 	for i, h := range li.Holders {
 		l.Holders[i] = wire.Holder{Session: h.Key, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count,
-			Token: h.Token, Expires: clockTime(h.Expires)}
+			Token: h.Token, Expires: clockTime(h.Expires), Since: since(h.Token)}
 	}
 	for i, w := range li.Waiters {
-		l.Waiters[i] = wire.Waiter{Session: w.Key, RequestID: w.RequestID, Mode: wire.Mode(w.Mode.String()), Weight: w.Weight}
+		l.Waiters[i] = wire.Waiter{Session: w.Key, RequestID: w.RequestID, Mode: wire.Mode(w.Mode.String()), Weight: w.Weight,
+			Since: since(w.Created)}
 	}
 	return l
 }

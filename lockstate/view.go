@@ -14,7 +14,7 @@ type Holder struct {
 	Mode    Mode      `json:"mode" msgpack:"mode"`
 	Weight  int       `json:"weight" msgpack:"weight"`
 	Count   int       `json:"count" msgpack:"count"`
-	Token   uint64    `json:"token" msgpack:"token"`
+	Token   uint64    `json:"token" msgpack:"token"`                         // the index of the entry that granted it
 	Expires int64     `json:"expires,omitempty" msgpack:"expires,omitempty"` // hold_ttl end on the table clock
 	Owner   string    `json:"owner,omitempty" msgpack:"owner,omitempty"`     // the session's token id ("" without ACLs)
 }
@@ -28,6 +28,7 @@ type Waiter struct {
 	Weight    int       `json:"weight"`
 	Seq       uint64    `json:"seq"`
 	Owner     string    `json:"owner,omitempty"` // the session's token id ("" without ACLs)
+	Created   uint64    `json:"created"`         // index of the entry that queued the request
 }
 
 // LockInfo describes one name: its holders and its waiters in arrival order.
@@ -70,7 +71,7 @@ func (n *node) info() LockInfo {
 	for e := n.queue().here.head; e != nil; e = e.next {
 		r := e.w.req
 		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, Key: r.s.publicKey(), RequestID: r.id, Mode: e.w.mode,
-			Weight: r.specs[e.w.spec].Weight, Seq: r.seq, Owner: r.s.owner})
+			Weight: r.specs[e.w.spec].Weight, Seq: r.seq, Owner: r.s.owner, Created: r.created})
 	}
 	return info
 }

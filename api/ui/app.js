@@ -41,12 +41,18 @@
   }
   const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
 
-  // Ages are measured by this page (lockd records no time a hold or wait
-  // began): from the poll that first saw a hold (session, name, token) or
-  // a waiter (request id, name). What the first poll saw was already
-  // there, so the page says only how long it has seen it ("seen for");
-  // what appeared later is as old as the page has seen it ("held for",
-  // "waiting"), within a poll.
+  // Ages come from lockd: a hold, waiter or session carries "since", the
+  // time the leader stamped on the entry that began it, read on its clock
+  // (serverSkew: the server's Date header against this browser's clock).
+  // lockd leaves "since" out once its log no longer holds that entry;
+  // then the page measures from the poll that first saw the hold or
+  // waiter, and what that first poll saw was already there, so it says
+  // only how long it has seen it ("seen for").
+  let serverSkew = 0; // server clock - browser clock, when over 2 s
+  function noteServerDate(res) {
+    const d = Date.parse(res.headers.get("Date") || "");
+    if (!isNaN(d)) { const k = d - Date.now(); serverSkew = Math.abs(k) > 2000 ? k : 0; }
+  }
   const seen = new Map(); // key -> {t, pre}
   let baseline = true;
   function seenAt(key, now) {
@@ -60,11 +66,18 @@
     if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
     return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
   }
-  const ageText = (a) => a.dataset.verb + " " + fmtDur(Date.now() - Number(a.dataset.t));
-  function age(verb, key, now) {
+  const ageText = (a) => (a.dataset.verb ? a.dataset.verb + " " : "") + fmtDur(Date.now() - Number(a.dataset.t));
+  function age(verb, key, now, since) {
+    const began = since ? Date.parse(since) : NaN;
+    if (!isNaN(began)) {
+      const a = el("span", { class: "age", "data-verb": verb, "data-t": began - serverSkew,
+        title: "since " + new Date(began).toLocaleString() + " (the leader's clock)" });
+      a.textContent = ageText(a);
+      return a;
+    }
     const s = seenAt(key, now);
     const a = el("span", { class: "age", "data-verb": s.pre ? "seen for" : verb, "data-t": s.t,
-      title: s.pre ? "already there when this page loaded: how long this page has seen it, not its age (lockd does not record when it began)"
+      title: s.pre ? "already there when this page loaded: how long this page has seen it (lockd's log no longer holds when it began)"
         : "since this page saw it appear (within a poll)" });
     a.textContent = ageText(a);
     return a;
@@ -213,6 +226,7 @@
     const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
     try {
       const res = await fetch(path, { signal: ctl.signal, cache: "no-store", headers: authHeaders() });
+      noteServerDate(res);
       const body = await res.json().catch(() => null);
       if (!res.ok) {
         const msg = body && body.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText;
@@ -292,11 +306,11 @@
       const holders = (l.holders || []).map((h) => chip("holder", [
         sessNodes(h.session), el("span", { class: "k" }, h.mode),
         el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token),
-        age("held for", holdKey(l, h), now)]));
+        age("held for", holdKey(l, h), now, h.since)]));
       const waiters = (l.waiters || []).map((w) => chip("waiter", [
         sessNodes(w.session), el("span", { class: "k" }, w.mode),
         el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id),
-        age("waiting", waitKey(l, w), now)]));
+        age("waiting", waitKey(l, w), now, w.since)]));
       const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
       return el("tr", { "data-lock": l.name },
         el("td", { class: "name" }, breakable(l.name)),
@@ -528,9 +542,10 @@
       el("td", { class: "mono" }, s.id),
       el("td", { title: s.name || null }, s.name || el("span", { class: "none" }, "—")),
       el("td", { class: "mono" }, s.ttl),
+      el("td", {}, s.since ? age("", "s\0" + s.id, Date.now(), s.since) : el("span", { class: "none" }, "—")),
       el("td", { class: "num" }, (s.held || []).length),
       el("td", { class: "num" }, (s.pending || []).length)));
-    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No session.")));
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No session.")));
     $("sessions").tBodies[0].replaceChildren(...rows);
   }
 

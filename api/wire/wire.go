@@ -131,7 +131,8 @@ type Session struct {
 	Ordered    bool       `json:"ordered"`
 	LockDelay  Duration   `json:"lock_delay"`
 	Held       []HeldLock `json:"held"`
-	Pending    []string   `json:"pending"` // request ids in arrival order
+	Pending    []string   `json:"pending"`        // request ids in arrival order
+	Since      time.Time  `json:"since,omitzero"` // when it was created (Since)
 	// Revoked lists the latest holds an operator revoked (POST
 	// /v1/revoke), oldest first: how a holder learns it lost a lock.
 	Revoked []Revocation `json:"revoked"`
@@ -152,6 +153,7 @@ type HeldLock struct {
 	Count   int       `json:"count"`
 	Token   uint64    `json:"token"`
 	Expires time.Time `json:"expires,omitzero"` // hold_ttl end, on the leader's clock
+	Since   time.Time `json:"since,omitzero"`   // when it was granted (see Holder)
 }
 
 // KeepAliveResponse answers POST /v1/sessions/{id}/keepalive.
@@ -263,15 +265,22 @@ type Holder struct {
 	Count   int       `json:"count"`
 	Token   uint64    `json:"token"`
 	Expires time.Time `json:"expires,omitzero"`
+	Since   time.Time `json:"since,omitzero"` // when it was granted (Since)
 }
 
 // Waiter is one queued request on a lock, in arrival order.
 type Waiter struct {
-	Session   string `json:"session"` // "": another token's session (ACLs)
-	RequestID string `json:"request_id"`
-	Mode      Mode   `json:"mode"`
-	Weight    int    `json:"weight"`
+	Session   string    `json:"session"` // "": another token's session (ACLs)
+	RequestID string    `json:"request_id"`
+	Mode      Mode      `json:"mode"`
+	Weight    int       `json:"weight"`
+	Since     time.Time `json:"since,omitzero"` // when it was queued (Since)
 }
+
+// Since fields say when a hold was granted, a request queued or a session
+// created: the time the leader stamped on that log entry, on its clock.
+// They are left out once the node's log no longer holds the entry (a
+// snapshot compacted it, after --snapshot-threshold more entries).
 
 // CheckResponse answers GET /v1/check.
 type CheckResponse struct {

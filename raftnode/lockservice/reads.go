@@ -212,3 +212,26 @@ func (s *Service) Changed() <-chan struct{} { return s.fsm.Changed() }
 // Closing returns a channel closed when the service closes, so that
 // streams end with it.
 func (s *Service) Closing() <-chan struct{} { return s.closing }
+
+// entryTimer is the optional side of Node that reads when an entry was
+// proposed (*raftnode.Node has it).
+type entryTimer interface {
+	EntryTime(index uint64) (int64, bool)
+}
+
+// Since returns when the entry at index was proposed, on the leader's
+// clock: for a hold's fencing token, when it was granted; for a session's
+// creation index, when it was created; for a waiter's request, when it
+// was queued. Zero once this node's log no longer holds the entry (a
+// snapshot compacted it) or when the node cannot tell.
+func (s *Service) Since(index uint64) time.Time {
+	et, ok := s.node.(entryTimer)
+	if !ok || index == 0 {
+		return time.Time{}
+	}
+	ns, ok := et.EntryTime(index)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

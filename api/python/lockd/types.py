@@ -99,6 +99,7 @@ class Holder:
     weight: int
     count: int
     token: int
+    since: str = ""  # RFC 3339: when it was granted ("" once lockd's log no longer holds that entry)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Waiter:
     request_id: str
     mode: str
     weight: int
+    since: str = ""  # RFC 3339: when it was queued
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,9 @@ class LockInfo:
         return cls(
             name=d["name"], version=d.get("version", 0), limit=d.get("limit", 1),
             holders=[Holder(h["session"], h.get("mode", "write"), h.get("weight", 1), h.get("count", 1),
-                            h.get("token", 0)) for h in d.get("holders") or []],
-            waiters=[Waiter(w["session"], w.get("request_id", ""), w.get("mode", "write"), w.get("weight", 1))
-                     for w in d.get("waiters") or []],
+                            h.get("token", 0), h.get("since", "")) for h in d.get("holders") or []],
+            waiters=[Waiter(w["session"], w.get("request_id", ""), w.get("mode", "write"), w.get("weight", 1),
+                            w.get("since", "")) for w in d.get("waiters") or []],
         )
 
 
@@ -204,6 +206,7 @@ class SessionInfo:
     held: list[HeldLock]
     pending: list[str]
     revoked: list[Revocation]
+    since: str = ""  # RFC 3339: when it was created
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> SessionInfo:
@@ -216,6 +219,7 @@ class SessionInfo:
                            h.get("token", 0)) for h in d.get("held") or []],
             pending=list(d.get("pending") or []),
             revoked=[Revocation(r["name"], r.get("token", 0), r.get("index", 0)) for r in d.get("revoked") or []],
+            since=d.get("since", ""),
         )
 
 

@@ -53,6 +53,8 @@ def test_try_lock_twice_does_not_spin_or_queue(client: lockd.Client,
         assert ei.value.http_status == 409 and a.id in ei.value.message
     info = client.get_lock("try/x")
     assert info is not None and info.waiters == [] and [h.session for h in info.holders] == [a.id]
+    # when the hold and the session began, on the leader's clock
+    assert info.holders[0].since and client.get_session(a.id).since
     held.release()
     b.try_lock("try/x").release()
 
