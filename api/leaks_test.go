@@ -14,23 +14,12 @@ import (
 // session (a management token sees the id); a token name refuses the
 // characters a lock name refuses.
 func TestTimeoutDoesNotNameAnotherTokensSession(t *testing.T) {
-	n := singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
-	var root, jobs, other wire.Token
-	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
-	rules := []map[string]string{{"prefix": "jobs/", "access": "write"}}
-	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "jobs", "rules": rules}, &jobs)
-	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "other", "rules": rules}, &other)
+	n, root, jobs, other := twoTokens(t)
 	for _, name := range []string{"evil\u202ename", "bell\a", "sep\u2028"} {
 		n.deniedAs(root.Secret, http.StatusBadRequest, "invalid_request", "POST", "/v1/acl/tokens",
-			map[string]any{"name": name, "rules": rules})
+			map[string]any{"name": name, "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}})
 	}
-
-	session := func(secret string) string {
-		var s wire.Session
-		n.as(secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
-		return string(s.ID)
-	}
-	held := session(jobs.Secret)
+	held := n.sessionAs(jobs.Secret)
 	n.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire",
 		map[string]any{"session": held, "locks": []map[string]any{{"name": "jobs/t"}}}, nil)
 	cases := []struct {
@@ -40,7 +29,7 @@ func TestTimeoutDoesNotNameAnotherTokensSession(t *testing.T) {
 	}{{"another token", other.Secret, false}, {"the holder's token", jobs.Secret, true}, {"a management token", root.Secret, true}}
 	for _, c := range cases {
 		r := n.call(c.secret, "POST", "/v1/acquire",
-			map[string]any{"session": session(c.secret), "locks": []map[string]any{{"name": "jobs/t"}}, "wait": "0s"})
+			map[string]any{"session": n.sessionAs(c.secret), "locks": []map[string]any{{"name": "jobs/t"}}, "wait": "0s"})
 		body := string(r.body)
 		if r.status != http.StatusConflict || !strings.Contains(body, "timeout") {
 			t.Fatalf("%s: %v, want 409 timeout", c.who, r)
@@ -58,18 +47,8 @@ func TestTimeoutDoesNotNameAnotherTokensSession(t *testing.T) {
 // of a name it may read, but the session ids of its own sessions only; a
 // management token sees them all.
 func TestLockViewsNameOnlyOwnSessions(t *testing.T) {
-	n := singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
-	var root, jobs, other wire.Token
-	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
-	rules := []map[string]string{{"prefix": "jobs/", "access": "write"}}
-	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "jobs", "rules": rules}, &jobs)
-	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "other", "rules": rules}, &other)
-	session := func(secret string) string {
-		var s wire.Session
-		n.as(secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
-		return string(s.ID)
-	}
-	holder, waiter := session(jobs.Secret), session(other.Secret)
+	n, root, jobs, other := twoTokens(t)
+	holder, waiter := n.sessionAs(jobs.Secret), n.sessionAs(other.Secret)
 	n.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire",
 		map[string]any{"session": holder, "locks": []map[string]any{{"name": "jobs/t"}}}, nil)
 	queued := async(func() resp {
@@ -118,4 +97,23 @@ func TestLockViewsNameOnlyOwnSessions(t *testing.T) {
 	if r := recv(t, queued, 20*time.Second, "the waiter's grant"); r.status != http.StatusOK {
 		t.Fatalf("waiter: %s, want 200 after the holder closed", r)
 	}
+}
+
+// twoTokens starts a node with ACLs, bootstraps it and makes two tokens,
+// "jobs" and "other", each with write on "jobs/": the root token and those two.
+func twoTokens(t *testing.T) (n *testNode, root, jobs, other wire.Token) {
+	n = singleNode(t, nodeOptions{api: func(c *api.Config) { c.ACL = true }})
+	n.as("", http.StatusOK, "POST", "/v1/acl/bootstrap", nil, &root)
+	rules := []map[string]string{{"prefix": "jobs/", "access": "write"}}
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "jobs", "rules": rules}, &jobs)
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens", map[string]any{"name": "other", "rules": rules}, &other)
+	return n, root, jobs, other
+}
+
+// sessionAs opens a session (TTL 30 s) with the token secret.
+func (n *testNode) sessionAs(secret string) string {
+	n.t.Helper()
+	var s wire.Session
+	n.as(secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
+	return string(s.ID)
 }
