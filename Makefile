@@ -1,7 +1,7 @@
 # lockd — make targets. `make test` is the test command CI runs.
 GO ?= go
 
-.PHONY: test vet lint unit python-test race bench fuzz build docker jepsen-smoke jepsen-full
+.PHONY: test vet lint unit python-test race bench fuzz build docker doc-docker jepsen-smoke jepsen-full
 
 test: vet lint unit python-test
 
@@ -62,6 +62,16 @@ IMAGE ?= lockd:dev
 docker:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/lockd ./cmd/lockd
 	docker build -t $(IMAGE) .
+
+# The pages whose command blocks run in the tests (docs/operations.md,
+# docs/security.md), their Docker blocks included: `make docker`, then
+# the compose file's own cluster (project lockd, 10.77.0.0/24, host
+# ports 7001-7005; the jepsen runs use other projects, subnets and ports),
+# taken down with its volumes at the end. Needs Docker and docker-compose;
+# refuses to run while project lockd has containers or volumes. About a
+# minute.
+doc-docker:
+	LOCKD_DOC_DOCKER=1 $(GO) test -count=1 -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
 
 # Jepsen-style fault injection against the docker compose cluster
 # (docs/jepsen.md). The smoke run (jepsen/smoke.sh, under 5 minutes): 3

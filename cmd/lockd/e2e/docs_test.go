@@ -35,8 +35,18 @@ import (
 //     per node, with n1 and 10.0.0.1 swapped for that node's).
 //   - In compose and hosts blocks, stop=ID stops a node first (a node that
 //     died), exits=ID,... expects the block to make those nodes exit.
-//   - docker: needs Docker; run from the repository's root only when
-//     LOCKD_DOC_DOCKER=1, on a machine with a Docker engine.
+//   - docker: needs Docker and docker-compose; run from the repository's
+//     root only when LOCKD_DOC_DOCKER=1 (make doc-docker), on the compose
+//     file's defaults: project lockd, network 10.77.0.0/24, host ports
+//     7001-7005. up=3 (or up=5) first starts that many nodes with
+//     docker-compose up -d and waits until each knows the leader (the
+//     block takes the cluster as running); exits=ID,... checks after the
+//     block that those services' containers exited 0 and are no longer
+//     voters. The first docker block refuses to run while project lockd
+//     has containers or volumes; the page's cleanup takes the project
+//     down with its volumes (also when a block failed) and removes
+//     ./certs if the page made it. HOME is a directory of the test's, so
+//     that ~ in a block is not the user's.
 //   - listing: not commands (a file listing, log lines).
 //   - skip reason=...: not run, for the reason given.
 //
@@ -152,7 +162,7 @@ func runDocPage(t *testing.T, page string) {
 				t.Logf("%s: needs Docker (LOCKD_DOC_DOCKER=1 runs it)", where)
 				continue
 			}
-			d.run(where, exec.Command("bash", "-c", "set -eo pipefail\n"+b.text), root, os.Environ())
+			d.dockerBlock(where, b)
 		case "listing":
 		case "skip":
 			if b.opts["reason"] == "" {
@@ -176,6 +186,7 @@ type docPage struct {
 	hosts      *cluster
 	hostAddrs  map[string]string // "10.0.0.1:7001" -> "127.0.0.1:N"
 	hostEnv    *docEnv
+	dockerEnv  []string // of docker blocks; nil until the first one
 }
 
 // docEnv is a shell's environment and the address rewrites of its blocks.
@@ -306,7 +317,13 @@ func (d *docPage) shell(where, text string, env *docEnv, keep bool) {
 // prints a lockd error body.
 func (d *docPage) run(where string, cmd *exec.Cmd, dir string, env []string) {
 	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	d.runFor(where, cmd, dir, env, 2*time.Minute)
+}
+
+// runFor is run bounded to limit.
+func (d *docPage) runFor(where string, cmd *exec.Cmd, dir string, env []string, limit time.Duration) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	c := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
 	c.Dir, c.Env = dir, env
