@@ -12,8 +12,10 @@ import (
 	"github.com/lockd/lockd/jepsen/nemesis"
 )
 
-// diskSize is the size of each node's data dir in disk runs.
-const diskSize = "64m"
+// diskSize is the size of each node's data dir in disk runs: room for
+// two of raft-wal's segments, which it preallocates at 64 MiB each, beside
+// raft.db and snapshots (a 64 MiB disk cannot hold the first segment).
+const diskSize = "256m"
 
 // smallDisk is one node's data dir in disk runs: a tmpfs of diskSize
 // (which disk-full fills), seen through a faultfs mirror of a directory
