@@ -122,7 +122,7 @@ func nemesisAnnotations(events []history.Event) []porcupine.Annotation {
 	for _, e := range events {
 		switch {
 		case e.Process == history.Nemesis && e.F == history.Start:
-			open[e.Fault] = e.Time
+			open[e.Fault] = e.Began()
 		case e.Process == history.Nemesis && e.F == history.Stop:
 			if t, ok := open[e.Fault]; ok {
 				out = append(out, porcupine.Annotation{Tag: "nemesis", Start: int64(t), End: int64(e.Time),

@@ -185,8 +185,9 @@ func (w timeWindow) overlapsAny(ws []timeWindow) bool {
 	return false
 }
 
-// faultWindows returns each fault's window, from its start to faultGrace
-// after its stop (a fault never stopped lasts forever).
+// faultWindows returns each fault's window, from when it began (its
+// start's Began) to faultGrace after its stop (a fault never stopped
+// lasts forever).
 func faultWindows(events []history.Event) []timeWindow {
 	var faults []timeWindow
 	open := map[string]time.Duration{}
@@ -197,7 +198,7 @@ func faultWindows(events []history.Event) []timeWindow {
 		key := e.Fault + fmt.Sprint(e.Targets)
 		switch e.F {
 		case history.Start:
-			open[key] = e.Time
+			open[key] = e.Began()
 		case history.Stop:
 			if t, ok := open[key]; ok {
 				faults = append(faults, timeWindow{t, e.Time + faultGrace})

@@ -109,6 +109,33 @@ func TestOwnershipUnexplainedLossAfterRefusedIntrusion(t *testing.T) {
 	}
 }
 
+// A fault that takes a while to apply (a majority's power loss is
+// recorded once its nodes lead again) explains a loss that came while it
+// was applied, before its start was recorded: the window opens at the
+// start's Began, not its Time.
+func TestOwnershipLossWhileAFaultWasApplied(t *testing.T) {
+	build := func(lead time.Duration) []history.Event {
+		h := &hb{}
+		h.lock(0, "jepsen/mutex", 1)
+		h.release(0, "jepsen/mutex")
+		h.intrude(0, "close", history.Fail, "forbidden")
+		h.sleep(3 * time.Second)
+		h.lost(0)
+		h.sleep(5 * time.Second)
+		h.add(history.Event{Type: history.Info, Process: history.Nemesis, F: history.Start, Fault: "power-loss-majority",
+			Targets: []string{"n1"}, Lead: lead})
+		h.fault(history.Stop, "power-loss-majority")
+		h.close(0, history.OK)
+		return h.ev
+	}
+	if r := Ownership(build(0), Config{Intruder: true}); r.Verdict != Invalid {
+		t.Fatalf("a loss before a fault began: %+v", r)
+	}
+	if r := Ownership(build(9*time.Second), Config{Intruder: true}); r.Verdict != Valid || r.Counts["losses_unexplained"] != 0 {
+		t.Fatalf("a loss while the fault was applied: %+v", r)
+	}
+}
+
 // The intruder-admin negative control: the management token's cancel of
 // a worker's pending acquire is accepted and the worker's acquire ends
 // "cancelled" — two violations, the acceptance and the loss.

@@ -158,7 +158,15 @@ type Event struct {
 	Error   string   `json:"error,omitempty"`
 	Fault   string   `json:"fault,omitempty"`
 	Targets []string `json:"targets,omitempty"`
+	// Lead, on a nemesis start, is how long the fault took to apply
+	// before the start was recorded: a power loss of a majority is
+	// recorded only once its nodes are back and lead, but its first node
+	// lost power Lead before. Began is the time the fault began.
+	Lead time.Duration `json:"lead,omitempty"`
 }
+
+// Began is when a fault began: its start's Time less its Lead.
+func (e Event) Began() time.Duration { return e.Time - e.Lead }
 
 // ReadTail is how many of a read's last values an event keeps.
 const ReadTail = 16

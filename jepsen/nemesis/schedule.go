@@ -361,6 +361,7 @@ func (s *schedule) inject(ctx context.Context, choices []string, tried map[strin
 	tried[name] = true
 	d := between(s.r, s.cfg.FaultDuration/3, s.cfg.FaultDuration)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	began := time.Now()
 	ft, err := apply(actx, s.c, s.cfg, s.r, name, d)
 	cancel()
 	if errors.Is(err, errNothingToDo) {
@@ -375,7 +376,7 @@ func (s *schedule) inject(ctx context.Context, choices []string, tried map[strin
 	}
 	s.counts[ft.name]++
 	s.rec(history.Event{Process: history.Nemesis, Type: history.Info, F: history.Start,
-		Fault: ft.name, Targets: ft.targets, Error: errorText(err)})
+		Fault: ft.name, Targets: ft.targets, Error: errorText(err), Lead: time.Since(began)})
 	s.logf("nemesis: start %s %v for %v", ft.name, ft.targets, d)
 	return ft, d
 }

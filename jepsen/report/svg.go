@@ -127,7 +127,7 @@ func newDrawing(events []history.Event) drawing {
 		case e.Process != history.Nemesis:
 		case e.F == history.Start:
 			open = append(open, len(d.windows))
-			d.windows = append(d.windows, window{fault: faultName(e.Fault), targets: e.Targets, start: e.Time, end: end})
+			d.windows = append(d.windows, window{fault: faultName(e.Fault), targets: e.Targets, start: e.Began(), end: end})
 		case e.F == history.Stop && len(open) > 0:
 			// The oldest open window of the same kind; an unnamed stop
 			// ends the latest one.

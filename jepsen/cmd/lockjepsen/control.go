@@ -220,33 +220,22 @@ func staleUse(events []history.Event) []string {
 const unsyncedWindow = 2 * time.Second
 
 // powerLossAfterGrant: a power-loss-majority the nemesis applied
-// (without an error) within unsyncedWindow of an acknowledged grant.
+// (without an error) that began within unsyncedWindow of an acknowledged
+// grant. It began at its start's Began: the start is recorded only once
+// the majority is back and leads.
 func powerLossAfterGrant(events []history.Event) []string {
 	lastGrant := time.Duration(-1)
-	began := time.Duration(-1) // when the nemesis began aiming its next fault
 	for _, e := range events {
 		switch {
 		case e.Type == history.OK && e.F == history.Acquire && len(e.Granted) > 0:
 			lastGrant = e.Time
-		case e.Process == history.Nemesis && e.F == nemesis.Aiming:
-			began = e.Time
 		case e.Process == history.Nemesis && e.F == history.Start && e.Fault == nemesis.FaultPowerLossMajority &&
-			e.Error == "" && lastGrant >= 0 && powerOff(e.Time, began)-lastGrant <= unsyncedWindow:
-			return []string{fmt.Sprintf("%s of %v from %v", e.Fault, e.Targets, powerOff(e.Time, began).Round(time.Millisecond)),
+			e.Error == "" && lastGrant >= 0 && e.Began()-lastGrant <= unsyncedWindow:
+			return []string{fmt.Sprintf("%s of %v from %v", e.Fault, e.Targets, e.Began().Round(time.Millisecond)),
 				fmt.Sprintf("a grant acknowledged at %v", lastGrant.Round(time.Millisecond))}
 		}
 	}
 	return nil
-}
-
-// powerOff is when a power loss recorded as started at start began: at
-// the aimed attempt's mark before it (its start is recorded only once
-// every node of the majority is down), else at start.
-func powerOff(start, began time.Duration) time.Duration {
-	if began >= 0 && began <= start {
-		return began
-	}
-	return start
 }
 
 // overstay: a holder that kept a grant with a hold TTL — no release,
