@@ -40,10 +40,9 @@ type Batch struct {
 // Batches arrive after their entry is applied; by the time a subscriber
 // reads the table it may be further on.
 type Subscription struct {
-	c     chan Batch
-	hub   *hub
-	wants func(lockstate.Event) bool // nil: every batch
-	err   error                      // guarded by hub.mu; set just before c is closed
+	c   chan Batch
+	hub *hub
+	err error // guarded by hub.mu; set just before c is closed
 }
 
 // C returns the channel batches arrive on. It is closed when the
@@ -71,20 +70,10 @@ func (s *Subscription) Close() {
 // applied after it returns; read the table after subscribing to get the
 // state the first batch builds on.
 func (f *FSM) Subscribe(buffer int) *Subscription {
-	return f.SubscribeTo(buffer, nil)
-}
-
-// SubscribeTo is Subscribe for the batches that hold at least one event
-// wants accepts (nil: all of them); the batch arrives whole. A subscriber
-// that cares about few entries is then not woken for every other one,
-// which on a busy node is most of the cost of listening. wants runs on
-// the apply path under the hub's lock: it must be quick, and must not
-// wait for anything that waits for the FSM.
-func (f *FSM) SubscribeTo(buffer int, wants func(lockstate.Event) bool) *Subscription {
 	if buffer < 1 {
 		buffer = DefaultSubscriptionBuffer
 	}
-	s := &Subscription{c: make(chan Batch, buffer), hub: &f.hub, wants: wants}
+	s := &Subscription{c: make(chan Batch, buffer), hub: &f.hub}
 	f.hub.mu.Lock()
 	f.hub.subs = append(f.hub.subs, s)
 	f.hub.mu.Unlock()
@@ -104,10 +93,6 @@ func (h *hub) publish(b Batch) {
 	defer h.mu.Unlock()
 	for i := 0; i < len(h.subs); {
 		s := h.subs[i]
-		if s.wants != nil && !slices.ContainsFunc(b.Events, s.wants) {
-			i++
-			continue
-		}
 		select {
 		case s.c <- b:
 			i++

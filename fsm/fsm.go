@@ -47,17 +47,6 @@ type FSM struct {
 
 	watch Broadcast // wakes blocking readers on every applied entry
 	hub   hub       // per-entry events for subscribers
-
-	// next is the table's next deadline as of the last apply; deadlines
-	// wakes the leader's ticker only when it moves (DeadlineMoved).
-	next      deadline // guarded by mu
-	deadlines Broadcast
-}
-
-// deadline is a table's next deadline (lockstate.Table.NextDeadline).
-type deadline struct {
-	at  int64
-	set bool
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -100,27 +89,13 @@ func (f *FSM) Apply(l *raft.Log) any {
 	res := f.table.Apply(lockstate.Entry{Index: l.Index, Now: now, Cmd: cmd})
 	f.applied.Store(l.Index)
 	f.publishDenied(false)
-	moved := f.noteDeadline()
 	f.mu.Unlock()
 
 	if len(res.Events) > 0 {
 		f.hub.publish(Batch{Index: l.Index, Events: res.Events})
 	}
-	if moved {
-		f.deadlines.Notify()
-	}
 	f.watch.Notify()
 	return &res
-}
-
-// noteDeadline records the table's next deadline and reports whether it
-// moved; f.mu must be held for writing.
-func (f *FSM) noteDeadline() bool {
-	var next deadline
-	next.at, next.set = f.table.NextDeadline()
-	moved := next != f.next
-	f.next = next
-	return moved
 }
 
 // logRemedy tells the operator what to do about an entry that fails its
@@ -194,13 +169,6 @@ func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 // or a snapshot restored. Blocking queries take it, check their condition,
 // then wait on it.
 func (f *FSM) Changed() <-chan struct{} { return f.watch.Wait() }
-
-// DeadlineMoved returns a channel that is closed when an applied entry or
-// a restored snapshot changes the table's next deadline
-// (lockstate.Table.NextDeadline), the one thing the leader's ticker
-// watches: most entries leave it where it was. Take it before reading the
-// deadline, as with Changed.
-func (f *FSM) DeadlineMoved() <-chan struct{} { return f.deadlines.Wait() }
 
 // WaitApplied blocks until AppliedIndex is at least index, ctx ends, or
 // the FSM stops. Only command entries advance AppliedIndex (see there):

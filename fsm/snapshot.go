@@ -342,10 +342,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.table = t
 	f.applied.Store(hdr.Applied)
 	f.publishDenied(true)
-	f.noteDeadline()
 	f.mu.Unlock()
 	f.hub.endAll(ErrRestored)
-	f.deadlines.Notify() // a new table: whatever its deadline, look again
 	f.watch.Notify()
 	f.logger.Info("restored snapshot", "format", hdr.Format, "applied", hdr.Applied, "table_index", t.Index())
 	return nil

@@ -45,7 +45,7 @@ func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 			if !open {
 				n.logger.Debug("session subscription ended; resyncing", "reason", sub.Err())
 				// Subscribe before reading the table, as leaderLoop does.
-				sub = n.subscribeSessions()
+				sub = n.fsm.Subscribe(0)
 				n.resyncSessions(l)
 				continue
 			}
@@ -70,19 +70,6 @@ func (n *Node) expireDue(l *leadership, wake *time.Timer) {
 	} else {
 		wake.Stop()
 	}
-}
-
-// subscribeSessions subscribes to the entries that create or end a
-// session, all that sessionEvents reads: the leader's expiry is not
-// woken for every acquire and release.
-func (n *Node) subscribeSessions() *fsm.Subscription {
-	return n.fsm.SubscribeTo(0, func(ev lockstate.Event) bool {
-		switch ev.Kind {
-		case lockstate.EvSessionCreated, lockstate.EvSessionClosed, lockstate.EvSessionExpired:
-			return true
-		}
-		return false
-	})
 }
 
 // sessionEvents arms created sessions and forgets ended ones.
@@ -157,14 +144,14 @@ func (n *Node) runTicks(l *leadership) {
 	defer l.wg.Done()
 	ticks := &tickProposer{n: n, l: l, wake: time.NewTimer(maxDeadlineSleep), done: make(chan error, 1)}
 	defer ticks.wake.Stop()
-	moved := n.fsm.DeadlineMoved() // before looking, so no move is missed
+	changed := n.fsm.Changed() // before looking, so no change is missed
 	ticks.check()
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-moved:
-			moved = n.fsm.DeadlineMoved()
+		case <-changed:
+			changed = n.fsm.Changed()
 			ticks.check()
 		case <-ticks.wake.C:
 			ticks.backingOff = false

@@ -107,7 +107,7 @@ func (n *Node) leaderLoop(l *leadership, prevDone <-chan struct{}) {
 	n.clock.start(term) // the barrier applied the log: table time is known
 	// Subscribe before reading the table, so no session event falls in
 	// between; runSessionExpiry owns the subscription from here on.
-	sub := n.subscribeSessions()
+	sub := n.fsm.Subscribe(0)
 	n.resyncSessions(l)
 
 	l.term = term

@@ -28,7 +28,7 @@ type requestWaits struct {
 
 func newRequestWaits(f *fsm.FSM) *requestWaits {
 	w := &requestWaits{fsm: f, done: make(chan struct{}), byID: make(map[string]map[chan struct{}]struct{})}
-	sub := w.subscribe() // before anyone waits: no event is missed
+	sub := f.Subscribe(0) // subscribe before anyone waits: no event is missed
 	w.wg.Add(1)
 	go w.follow(sub)
 	return w
@@ -43,7 +43,7 @@ func (w *requestWaits) follow(sub *fsm.Subscription) {
 			if !ok {
 				// Lagged or restored from a snapshot: events were lost, so
 				// every wait re-reads the table.
-				sub = w.subscribe()
+				sub = w.fsm.Subscribe(0)
 				w.wakeAll()
 				continue
 			}
@@ -57,21 +57,6 @@ func (w *requestWaits) follow(sub *fsm.Subscription) {
 			return
 		}
 	}
-}
-
-// subscribe subscribes to the entries that name a request someone here
-// waits for: a node is not woken for every entry, most of which concern
-// requests nobody waits for. A wait registered after such an entry was
-// published reads the table after registering (add), so it loses nothing.
-func (w *requestWaits) subscribe() *fsm.Subscription {
-	return w.fsm.SubscribeTo(0, func(ev lockstate.Event) bool {
-		if ev.RequestID == "" {
-			return false
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.byID[ev.RequestID]) > 0
-	})
 }
 
 func (w *requestWaits) close() {
