@@ -126,6 +126,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		out[i] = lockJSON(li, s.locks.Since)
 	}
 	setNextAfter(w, next)
+	s.setTableTime(w)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -164,6 +165,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, string(lockstate.CodeNoLock), "lock %q is not held, waited for or delayed", query.Name))
 		return
 	}
+	s.setTableTime(w)
 	writeJSON(w, http.StatusOK, lockJSON(view.Lock, s.locks.Since))
 }
 

@@ -24,6 +24,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.setTableTime(w)
 	writeJSON(w, http.StatusCreated, wire.Session{ID: key, Revoked: []wire.Revocation{}, Name: cmd.Name, TTL: wire.Duration(cmd.TTL),
 		OnDeadlock: string(orDefault(cmd.OnDeadlock, lockstate.Abort)), Ordered: cmd.Ordered,
 		LockDelay: wire.Duration(cmd.LockDelay), Held: []wire.HeldLock{}, Pending: []string{}, Since: s.locks.Since(uint64(id))})
@@ -56,6 +57,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		out[i] = sessionJSON(si, s.locks.Since)
 	}
 	setNextAfter(w, next)
+	s.setTableTime(w)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -66,6 +68,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.setTableTime(w)
 	writeJSON(w, http.StatusOK, sessionJSON(info, s.locks.Since))
 }
 

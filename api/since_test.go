@@ -33,9 +33,14 @@ func TestViewsSayWhenThingsBegan(t *testing.T) {
 	t3 := time.Now()
 
 	var l wire.Lock
-	n.must(http.StatusOK, "GET", "/v1/locks/since/x", nil, &l)
+	r := n.must(http.StatusOK, "GET", "/v1/locks/since/x", nil, &l)
 	if len(l.Holders) != 1 || len(l.Waiters) != 1 {
 		t.Fatalf("lock %+v, want one holder and one waiter", l)
+	}
+	// X-Table-Time is the clock of since: what an age is measured against.
+	now, err := time.Parse(time.RFC3339Nano, r.header.Get("X-Table-Time"))
+	if err != nil || now.Before(l.Waiters[0].Since) || now.After(time.Now().Add(time.Millisecond)) {
+		t.Errorf("X-Table-Time %q (%v), want a time from the waiter's since %v to now", r.header.Get("X-Table-Time"), err, l.Waiters[0].Since)
 	}
 	within("holder", l.Holders[0].Since, t1, t2)
 	within("waiter", l.Waiters[0].Since, t2, t3)

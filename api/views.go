@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/lockd/lockd/api/wire"
@@ -30,6 +31,16 @@ func clockTime(ns int64) time.Time {
 // sinceOf says when the entry at an index was proposed (zero: unknown);
 // the views take it to date holds, waiters and sessions.
 type sinceOf func(index uint64) time.Time
+
+// setTableTime puts the node's table time in X-Table-Time: the clock of
+// an answer's "since" fields. An age is X-Table-Time less since, not the
+// reader's clock less it: table time stands still while the cluster is
+// down as a whole.
+func (s *Server) setTableTime(w http.ResponseWriter) {
+	if t := s.locks.TableNow(); !t.IsZero() {
+		w.Header().Set("X-Table-Time", t.Format(time.RFC3339Nano))
+	}
+}
 
 func sessionJSON(si lockstate.SessionInfo, since sinceOf) wire.Session {
 	s := wire.Session{ID: si.Key, Since: since(uint64(si.ID)), Revoked: revocationsJSON(si.Revoked), Name: si.Name, TTL: wire.Duration(si.TTL), OnDeadlock: string(si.OnDeadlock),

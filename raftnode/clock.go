@@ -104,6 +104,18 @@ func (c *tableClock) read(term uint64) (t int64, ok bool) {
 	return c.base + int64(c.now().Sub(c.since)), true
 }
 
+// estimate is this node's count of table time now, on any node: the
+// largest table time it applied plus the time since it applied it (what
+// a leader starts from); 0 before it applied any.
+func (c *tableClock) estimate() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == 0 {
+		return 0
+	}
+	return c.seen + int64(c.now().Sub(c.seenAt))
+}
+
 // clockedFSM is the raft.FSM raft drives: the node's FSM, telling the
 // node's tableClock what table time each applied entry or restored
 // snapshot left.

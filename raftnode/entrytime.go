@@ -6,8 +6,8 @@ import (
 	"github.com/lockd/lockd/fsm"
 )
 
-// EntryTime returns the time (Unix nanoseconds on the leader's clock)
-// that the leader stamped on the command at index, while this node's log
+// EntryTime returns the table time (Unix nanoseconds; see "Table time"
+// in clock.go) that the leader stamped on the command at index, while this node's log
 // still holds it; false once a snapshot compacted it away, or for an
 // index that is not a command. A grant's fencing token and a session's
 // id are such indexes, so this is when a hold was granted or a session
@@ -24,3 +24,10 @@ func (n *Node) EntryTime(index uint64) (int64, bool) {
 	}
 	return now, true
 }
+
+// TableTime is this node's count of table time now (Unix nanoseconds; 0
+// before it applied anything): what EntryTime's answers are measured
+// against. Table time keeps to real time while the cluster runs and
+// stands still while no leader does, so an age is TableTime less an
+// entry's time, not the wall clock less it.
+func (n *Node) TableTime() int64 { return n.clock.estimate() }

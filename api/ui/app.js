@@ -42,16 +42,18 @@
   const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
 
   // Ages come from lockd: a hold, waiter or session carries "since", the
-  // time the leader stamped on the entry that began it, read on its clock
-  // (serverSkew: the server's Date header against this browser's clock).
-  // lockd leaves "since" out once its log no longer holds that entry;
-  // then the page measures from the poll that first saw the hold or
-  // waiter, and what that first poll saw was already there, so it says
-  // only how long it has seen it ("seen for").
-  let serverSkew = 0; // server clock - browser clock, when over 2 s
-  function noteServerDate(res) {
-    const d = Date.parse(res.headers.get("Date") || "");
-    if (!isNaN(d)) { const k = d - Date.now(); serverSkew = Math.abs(k) > 2000 ? k : 0; }
+  // table time the leader stamped on the entry that began it, and the
+  // answer's X-Table-Time is the table time now (tableSkew: that against
+  // this browser's clock; table time stands still while the cluster is
+  // down, so the browser's clock alone would overstate ages). lockd
+  // leaves "since" out once its log no longer holds that entry; then the
+  // page measures from the poll that first saw the hold or waiter, and
+  // what that first poll saw was already there, so it says only how long
+  // it has seen it ("seen for").
+  let tableSkew = 0; // table time - browser clock
+  function noteTableTime(res) {
+    const t = Date.parse(res.headers.get("X-Table-Time") || "");
+    if (!isNaN(t)) tableSkew = t - Date.now();
   }
   const seen = new Map(); // key -> {t, pre}
   let baseline = true;
@@ -70,8 +72,8 @@
   function age(verb, key, now, since) {
     const began = since ? Date.parse(since) : NaN;
     if (!isNaN(began)) {
-      const a = el("span", { class: "age", "data-verb": verb, "data-t": began - serverSkew,
-        title: "since " + new Date(began).toLocaleString() + " (the leader's clock)" });
+      const a = el("span", { class: "age", "data-verb": verb, "data-t": began - tableSkew,
+        title: "since " + new Date(began).toLocaleString() + " (table time: the leader's clock, stopped while the cluster was down)" });
       a.textContent = ageText(a);
       return a;
     }
@@ -226,7 +228,7 @@
     const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
     try {
       const res = await fetch(path, { signal: ctl.signal, cache: "no-store", headers: authHeaders() });
-      noteServerDate(res);
+      noteTableTime(res);
       const body = await res.json().catch(() => null);
       if (!res.ok) {
         const msg = body && body.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText;
@@ -342,7 +344,7 @@
     $("graph-count").textContent = "";
     $("graph").replaceChildren(el("p", { class: "empty" }, "Needs a token."));
     $("sessions-count").textContent = "";
-    $("sessions").tBodies[0].replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "Needs a token.")));
+    $("sessions").tBodies[0].replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "Needs a token.")));
     $("session-detail").hidden = true;
     sessionsById = new Map();
     resetSeen();

@@ -278,9 +278,10 @@ type Waiter struct {
 }
 
 // Since fields say when a hold was granted, a request queued or a session
-// created: the time the leader stamped on that log entry, on its clock.
-// They are left out once the node's log no longer holds the entry (a
-// snapshot compacted it, after --snapshot-threshold more entries).
+// created: the table time the leader stamped on that log entry (its clock,
+// standing still while the cluster is down); the answer's X-Table-Time
+// header is the table time now. They are left out once the node's log no
+// longer holds the entry (a snapshot compacted it).
 
 // CheckResponse answers GET /v1/check.
 type CheckResponse struct {

@@ -2,6 +2,7 @@ package lockservice
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/lockd/lockd/lockstate"
@@ -214,24 +215,69 @@ func (s *Service) Changed() <-chan struct{} { return s.fsm.Changed() }
 func (s *Service) Closing() <-chan struct{} { return s.closing }
 
 // entryTimer is the optional side of Node that reads when an entry was
-// proposed (*raftnode.Node has it).
+// proposed, in table time, and the table time now (*raftnode.Node has it).
 type entryTimer interface {
 	EntryTime(index uint64) (int64, bool)
+	TableTime() int64
 }
 
-// Since returns when the entry at index was proposed, on the leader's
-// clock: for a hold's fencing token, when it was granted; for a session's
-// creation index, when it was created; for a waiter's request, when it
-// was queued. Zero once this node's log no longer holds the entry (a
-// snapshot compacted it) or when the node cannot tell.
+// Since returns when the entry at index was proposed, in table time (the
+// leader's stamp; raftnode's clock.go): for a hold's fencing token, when
+// it was granted; for a session's creation index, when it was created;
+// for a waiter's request, when it was queued. Zero once this node's log
+// no longer holds the entry (a snapshot compacted it) or when the node
+// cannot tell. Answers are kept (entries never change), so a dashboard
+// that polls reads each entry once.
 func (s *Service) Since(index uint64) time.Time {
 	et, ok := s.node.(entryTimer)
 	if !ok || index == 0 {
 		return time.Time{}
 	}
-	ns, ok := et.EntryTime(index)
+	ns, ok := s.since.get(index)
+	if !ok {
+		ns, ok = et.EntryTime(index)
+		if !ok {
+			return time.Time{} // not kept: a node catching up may hold it later
+		}
+		s.since.put(index, ns)
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// TableNow is this node's count of table time now, the clock Since's
+// answers are on; zero when the node cannot tell.
+func (s *Service) TableNow() time.Time {
+	et, ok := s.node.(entryTimer)
 	if !ok {
 		return time.Time{}
 	}
-	return time.Unix(0, ns).UTC()
+	if ns := et.TableTime(); ns != 0 {
+		return time.Unix(0, ns).UTC()
+	}
+	return time.Time{}
+}
+
+// sinceCache keeps the entry times Since read, up to sinceKept of them;
+// when full it starts again (the entries in use are read back once).
+type sinceCache struct {
+	mu sync.Mutex
+	m  map[uint64]int64
+}
+
+const sinceKept = 1 << 16
+
+func (c *sinceCache) get(index uint64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns, ok := c.m[index]
+	return ns, ok
+}
+
+func (c *sinceCache) put(index uint64, ns int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= sinceKept {
+		c.m = make(map[uint64]int64)
+	}
+	c.m[index] = ns
 }

@@ -131,6 +131,7 @@ type Service struct {
 	fsm   *fsm.FSM
 	log   hclog.Logger
 	waits *requestWaits
+	since sinceCache // entry times Since read
 
 	waiting   atomic.Int64  // waits in flight, for metrics
 	closing   chan struct{} // closed by Close: waits end with a RetryError
