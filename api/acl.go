@@ -112,7 +112,10 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.RevokeResponse{Revoked: make([]wire.RevokedHold, len(revoked))}
 	for i, rv := range revoked {
-		out.Revoked[i] = wire.RevokedHold{Session: rv.Session, Name: rv.Name, Token: rv.Token}
+		out.Revoked[i] = wire.RevokedHold{Name: rv.Name, Token: rv.Token}
+		if rv.Visible {
+			out.Revoked[i].Session = rv.Session // else "": another token's
+		}
 		s.log.Warn("hold revoked", "name", rv.Name, "session", rv.Session, "token", rv.Token, "by", callerID(r))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -117,3 +117,29 @@ func (n *testNode) sessionAs(secret string) string {
 	n.as(secret, http.StatusCreated, "POST", "/v1/sessions", map[string]any{"ttl": "30s"}, &s)
 	return string(s.ID)
 }
+
+// A revoke by a token with admin on the name answers which holds it
+// ended, naming the sessions of other tokens only to a management token.
+func TestRevokeNamesOnlyVisibleSessions(t *testing.T) {
+	n, root, jobs, _ := twoTokens(t)
+	var adm wire.Token
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
+		map[string]any{"name": "jobs-admin", "rules": []map[string]string{{"prefix": "jobs/", "access": "admin"}}}, &adm)
+	for _, c := range []struct {
+		who    string
+		secret string
+		named  bool
+	}{{"admin on jobs/", adm.Secret, false}, {"a management token", root.Secret, true}} {
+		held := n.sessionAs(jobs.Secret)
+		n.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire",
+			map[string]any{"session": held, "locks": []map[string]any{{"name": "jobs/r"}}}, nil)
+		var out wire.RevokeResponse
+		n.as(c.secret, http.StatusOK, "POST", "/v1/revoke", map[string]any{"name": "jobs/r"}, &out)
+		if len(out.Revoked) != 1 || out.Revoked[0].Token == 0 {
+			t.Fatalf("%s: revoked %+v, want the one hold", c.who, out)
+		}
+		if named := out.Revoked[0].Session == held; named != c.named || !named && out.Revoked[0].Session != "" {
+			t.Errorf("%s: revoked from session %q, want it named: %v", c.who, out.Revoked[0].Session, c.named)
+		}
+	}
+}

@@ -393,7 +393,7 @@ type RevokeRequest struct {
 
 // RevokedHold is one hold a revoke released.
 type RevokedHold struct {
-	Session string `json:"session"`
+	Session string `json:"session"` // "": another token's session (ACLs)
 	Name    string `json:"name"`
 	Token   uint64 `json:"token"`
 }

@@ -37,7 +37,7 @@ outcome is unknown is not resent.
 			fmt.Fprintf(e.stdout, "nobody held %s\n", fs.Arg(0))
 		}
 		for _, r := range revoked {
-			fmt.Fprintf(e.stdout, "revoked %s from session %s (token %d)\n", r.Name, r.Session, r.Token)
+			fmt.Fprintf(e.stdout, "revoked %s from %s (token %d)\n", r.Name, sessionText(r.Session), r.Token)
 		}
 		return exitOK
 	})

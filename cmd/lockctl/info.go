@@ -212,6 +212,19 @@ func sessionNames(ctx context.Context, c *client.Client, stale bool) sessionName
 	return names
 }
 
+// sessionText names a session in lockctl's sentences: "session ID", or
+// "another token's session" for one whose id lockd leaves out (with
+// ACLs, it names only the caller's own sessions).
+func sessionText(id string) string {
+	if id == "" {
+		return anotherTokens
+	}
+	return "session " + id
+}
+
+// anotherTokens stands for a session whose id lockd leaves out.
+const anotherTokens = "another token's session"
+
 // label is id with its session's name, "ID (name)", or the id alone;
 // a session the token may not see (the server leaves its id out) is
 // "(another token's)".

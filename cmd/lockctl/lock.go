@@ -314,13 +314,11 @@ func (e *env) holders(c *client.Client, name string) string {
 	}
 	var parts []string
 	for _, h := range info.Holders {
-		if h.Session == "" { // another token's: lockd leaves its id out
-			parts = append(parts, fmt.Sprintf("another token's session (%s, token %d)", h.Mode, h.Token))
-			continue
-		}
-		p := fmt.Sprintf("session %s (%s, token %d", h.Session, h.Mode, h.Token)
-		if si, err := c.GetSession(ctx, h.Session); err == nil && si.Name != "" {
-			p += ", " + strconv.Quote(si.Name)
+		p := fmt.Sprintf("%s (%s, token %d", sessionText(h.Session), h.Mode, h.Token)
+		if h.Session != "" {
+			if si, err := c.GetSession(ctx, h.Session); err == nil && si.Name != "" {
+				p += ", " + strconv.Quote(si.Name)
+			}
 		}
 		parts = append(parts, p+")")
 	}

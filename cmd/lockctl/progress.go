@@ -62,7 +62,7 @@ func queueText(l *client.LockInfo, err error, me string) string {
 	}
 	var holders []string
 	for _, h := range l.Holders {
-		holders = append(holders, fmt.Sprintf("session %s (%s, token %d)", h.Session, h.Mode, h.Token))
+		holders = append(holders, fmt.Sprintf("%s (%s, token %d)", sessionText(h.Session), h.Mode, h.Token))
 	}
 	place := "not queued yet"
 	if ahead >= 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,14 +148,14 @@ func describe(ev watchEvent) string {
 	} else {
 		hs := make([]string, len(ev.Holders))
 		for i, h := range ev.Holders {
-			hs[i] = fmt.Sprintf("%s (%s%s, token %d)", h.Session, h.Mode, weight(h.Weight), h.Token)
+			hs[i] = fmt.Sprintf("%s (%s%s, token %d)", cmp.Or(h.Session, anotherTokens), h.Mode, weight(h.Weight), h.Token)
 		}
 		b.WriteString("held by " + strings.Join(hs, ", "))
 	}
 	if len(ev.Waiters) > 0 {
 		ws := make([]string, len(ev.Waiters))
 		for i, w := range ev.Waiters {
-			ws[i] = fmt.Sprintf("%s (%s%s)", w.Session, w.Mode, weight(w.Weight))
+			ws[i] = fmt.Sprintf("%s (%s%s)", cmp.Or(w.Session, anotherTokens), w.Mode, weight(w.Weight))
 		}
 		b.WriteString("; waiting: " + strings.Join(ws, ", "))
 	}

@@ -242,23 +242,46 @@ type Revoked struct {
 	Session string // its session's public id
 	Name    string
 	Token   uint64
+	// Visible: the caller owns the session (or may see every one). Only
+	// then may an answer name Session: admin on a name is no right to
+	// other tokens' session ids.
+	Visible bool
 }
 
 // Revoke releases every hold on name, whoever holds it (admin on name).
 // Not repeated after an unknown outcome: a repeat could revoke a hold
 // granted meanwhile.
 func (s *Service) Revoke(ctx context.Context, name string) ([]Revoked, error) {
-	res, _, err := s.propose(ctx, &lockstate.Revoke{Name: name}, once)
+	res, index, err := s.propose(ctx, &lockstate.Revoke{Name: name}, once)
 	if err != nil {
 		return nil, err
 	}
-	out := []Revoked{}
-	for _, ev := range res.Events {
-		if ev.Kind == lockstate.EvRevoked {
-			out = append(out, Revoked{Session: lockstate.PublicID(ev.Session, ev.Key), Name: ev.Name, Token: ev.Token})
-		}
+	s.waitApplied(ctx, index) // the owners below as of the revoke, at least
+	var out []Revoked
+	err = s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		out = revokedAs(res.Events, func(id lockstate.SessionID) bool {
+			info, ok := t.Session(id)
+			return ok && owns(tok, info.Owner)
+		})
+		return nil
+	})
+	if err != nil { // committed all the same: say what, showing no session
+		out = revokedAs(res.Events, func(lockstate.SessionID) bool { return false })
 	}
 	return out, nil
+}
+
+// revokedAs lists a revoke's holds; visible says which sessions the
+// caller may see.
+func revokedAs(events []lockstate.Event, visible func(lockstate.SessionID) bool) []Revoked {
+	out := []Revoked{}
+	for _, ev := range events {
+		if ev.Kind == lockstate.EvRevoked {
+			out = append(out, Revoked{Session: lockstate.PublicID(ev.Session, ev.Key), Name: ev.Name, Token: ev.Token,
+				Visible: visible(ev.Session)})
+		}
+	}
+	return out
 }
 
 // resolveSession returns the table's id of the session clients know by
