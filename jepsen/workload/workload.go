@@ -7,6 +7,7 @@ package workload
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -114,6 +115,11 @@ type Clients struct {
 func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 	if env.Log == nil {
 		env.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(env.Tokens) > 0 && env.Observer == "" {
+		// A worker's own token sees only its own sessions in a lock view:
+		// observes would record other holders without a session.
+		return nil, errors.New("workload: Env.Tokens without Env.Observer: observes need a token that sees every session")
 	}
 	cs := &Clients{env: env, w: w}
 	for i := range n {

@@ -224,15 +224,20 @@ const unsyncedWindow = 2 * time.Second
 // grant. It began at its start's Began: the start is recorded only once
 // the majority is back and leads.
 func powerLossAfterGrant(events []history.Event) []string {
-	lastGrant := time.Duration(-1)
+	var grants []time.Duration // acknowledged, in time order
 	for _, e := range events {
 		switch {
 		case e.Type == history.OK && e.F == history.Acquire && len(e.Granted) > 0:
-			lastGrant = e.Time
-		case e.Process == history.Nemesis && e.F == history.Start && e.Fault == nemesis.FaultPowerLossMajority &&
-			e.Error == "" && lastGrant >= 0 && e.Began()-lastGrant <= unsyncedWindow:
-			return []string{fmt.Sprintf("%s of %v from %v", e.Fault, e.Targets, e.Began().Round(time.Millisecond)),
-				fmt.Sprintf("a grant acknowledged at %v", lastGrant.Round(time.Millisecond))}
+			grants = append(grants, e.Time)
+		case e.Process == history.Nemesis && e.F == history.Start && e.Fault == nemesis.FaultPowerLossMajority && e.Error == "":
+			// The last grant acknowledged before the power went off (not
+			// one after the majority came back, before the start was
+			// recorded).
+			i, _ := slices.BinarySearch(grants, e.Began()+1)
+			if i > 0 && e.Began()-grants[i-1] <= unsyncedWindow {
+				return []string{fmt.Sprintf("%s of %v from %v", e.Fault, e.Targets, e.Began().Round(time.Millisecond)),
+					fmt.Sprintf("a grant acknowledged at %v", grants[i-1].Round(time.Millisecond))}
+			}
 		}
 	}
 	return nil

@@ -115,6 +115,8 @@ func TestJudgeControl(t *testing.T) {
 			join(acquire(0, 0, 100, "a", 1, 0), []ev{powerLoss(nemesis.FaultPowerLossMajority, 9000, "")}), false},
 		{"no-fsync: began right after a grant, recorded seconds later", negNoFsync,
 			join(acquire(0, 0, 100, "a", 1, 0), []ev{led(powerLoss(nemesis.FaultPowerLossMajority, 6000, ""), 5400)}), true},
+		{"no-fsync: the only grant came after the power went off", negNoFsync,
+			join(acquire(0, 3000, 3100, "a", 1, 0), []ev{led(powerLoss(nemesis.FaultPowerLossMajority, 6000, ""), 5000)}), false},
 		{"no-fsync: began long after the last grant", negNoFsync,
 			join(acquire(0, 0, 100, "a", 1, 0), []ev{led(powerLoss(nemesis.FaultPowerLossMajority, 6000, ""), 1000)}), false},
 		{"no-fsync: the power loss failed", negNoFsync,
