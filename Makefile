@@ -71,7 +71,7 @@ docker:
 # refuses to run while project lockd has containers or volumes. About a
 # minute.
 doc-docker:
-	LOCKD_DOC_DOCKER=1 $(GO) test -count=1 -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
+	LOCKD_DOC_DOCKER=1 $(GO) test -count=1 -timeout 30m -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
 
 # Jepsen-style fault injection against the docker compose cluster
 # (docs/jepsen.md). The smoke run (jepsen/smoke.sh, under 5 minutes): 3
