@@ -176,6 +176,19 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 		return nil, err
 	}
 	st, end := s.awaitRequest(ctx, id, 0, time.Now().Add(min(wait, s.cfg.MaxWait)))
+	if st.found {
+		// The answer's own owner: an id unknown at the first check may
+		// since have become another token's request.
+		err := s.readAs(ctx, func(_ *lockstate.Table, tok *lockstate.TokenInfo) error {
+			if !owns(tok, st.info.Owner) {
+				return refusal(lockstate.CodeNoRequest, "request %q not found", id)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case !st.found:
 		return nil, refusal(lockstate.CodeNoRequest, "request %q not found", id)
