@@ -143,3 +143,29 @@ func TestRevokeNamesOnlyVisibleSessions(t *testing.T) {
 		}
 	}
 }
+
+// A timeout explains a wait by a related name only to a token that may
+// read that name.
+func TestTimeoutDescribesOnlyReadableNames(t *testing.T) {
+	n, root, jobs, _ := twoTokens(t)
+	var narrow wire.Token
+	n.as(root.Secret, http.StatusCreated, "POST", "/v1/acl/tokens",
+		map[string]any{"name": "narrow", "rules": []map[string]string{{"prefix": "jobs/a/", "access": "write"}}}, &narrow)
+	n.as(jobs.Secret, http.StatusOK, "POST", "/v1/acquire",
+		map[string]any{"session": n.sessionAs(jobs.Secret), "locks": []map[string]any{{"name": "jobs/a"}}}, nil)
+	for _, c := range []struct {
+		who    string
+		secret string
+		named  bool
+	}{{"a token that may not read jobs/a", narrow.Secret, false}, {"a token that may", jobs.Secret, true}} {
+		r := n.call(c.secret, "POST", "/v1/acquire",
+			map[string]any{"session": n.sessionAs(c.secret), "locks": []map[string]any{{"name": "jobs/a/x"}}, "wait": "0s"})
+		body := string(r.body)
+		if r.status != http.StatusConflict || !strings.Contains(body, "covered by") {
+			t.Fatalf("%s: %v, want 409 timeout, covered by a parent", c.who, r)
+		}
+		if named := strings.Contains(body, "covered by jobs/a,"); named != c.named {
+			t.Errorf("%s: names jobs/a %v, want %v: %s", c.who, named, c.named, body)
+		}
+	}
+}

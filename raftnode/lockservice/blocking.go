@@ -23,27 +23,37 @@ func (s *Service) blocking(ctx context.Context, specs []lockstate.LockSpec, inde
 			info, ok := t.Session(id)
 			return caller == "" || known && tok.Admin() || ok && info.Owner == caller
 		}
+		readable := func(name string) bool {
+			return caller == "" || known && tok.Allows(name, lockstate.AccessRead)
+		}
 		for _, sp := range specs {
-			parts = append(parts, describeName(t, sp.Name, visible))
+			parts = append(parts, describeName(t, sp.Name, visible, readable))
 		}
 	})
 	return strings.Join(parts, "; ")
 }
 
 // describeName names the holders of name, or of the nearest related name
-// that holds it up.
-func describeName(t *lockstate.Table, name string, visible func(lockstate.SessionID) bool) string {
+// that holds it up; a related name the caller may not read is not
+// described.
+func describeName(t *lockstate.Table, name string, visible func(lockstate.SessionID) bool, readable func(string) bool) string {
 	if li, ok := t.Lock(name); ok && len(li.Holders) > 0 {
 		return fmt.Sprintf("%s is held by %s", name, describeHolders(li, visible))
 	}
 	for p := name; strings.Contains(p, "/"); {
 		p = p[:strings.LastIndexByte(p, '/')]
 		if li, ok := t.Lock(p); ok && len(li.Holders) > 0 {
+			if !readable(p) {
+				return fmt.Sprintf("%s is covered by a held name this token may not read", name)
+			}
 			return fmt.Sprintf("%s is covered by %s, held by %s", name, p, describeHolders(li, visible))
 		}
 	}
 	for _, li := range t.Locks(name + "/") {
 		if len(li.Holders) > 0 {
+			if !readable(li.Name) {
+				return fmt.Sprintf("%s has a held name below it that this token may not read", name)
+			}
 			return fmt.Sprintf("%s has %s below it, held by %s", name, li.Name, describeHolders(li, visible))
 		}
 	}
