@@ -105,16 +105,37 @@ func FillDisk(c *compose.Cluster, node string) error {
 	if err != nil {
 		return fmt.Errorf("fill %s: fallocate %d bytes: %w", node, free, err)
 	}
-	return nil
+	// Durable at once: on a faultfs mirror an unsynced file is held open
+	// for a power loss, and its space would outlive FreeDisk.
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fill %s: %w", node, err)
+	}
+	return syncDir(dir)
 }
 
-// FreeDisk deletes the file FillDisk made.
+// FreeDisk deletes the file FillDisk made, durably: on a faultfs mirror
+// a removal not yet fsynced keeps the file (and its space) for a power
+// loss to bring back.
 func FreeDisk(c *compose.Cluster, node string) error {
-	err := os.Remove(filepath.Join(c.DataDirs[node], fillerName))
+	dir := c.DataDirs[node]
+	err := os.Remove(filepath.Join(dir, fillerName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs dir, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // breakOne breaks node's disk until undone.
