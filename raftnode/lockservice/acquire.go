@@ -181,7 +181,7 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 		// since have become another token's request.
 		err := s.readAs(ctx, func(_ *lockstate.Table, tok *lockstate.TokenInfo) error {
 			if !owns(tok, st.info.Owner) {
-				return refusal(lockstate.CodeNoRequest, "request %q not found", id)
+				return requestNotFound(id)
 			}
 			return nil
 		})
@@ -191,7 +191,7 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 	}
 	switch {
 	case !st.found:
-		return nil, refusal(lockstate.CodeNoRequest, "request %q not found", id)
+		return nil, requestNotFound(id)
 	case end == waitAborted && st.info.Status == lockstate.Pending:
 		return nil, stillPending(id, errStoppedWaiting)
 	}
@@ -204,10 +204,16 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 func (s *Service) mayFollow(ctx context.Context, id string) error {
 	return s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
-			return refusal(lockstate.CodeNoRequest, "request %q not found", id) // as if it did not exist
+			return requestNotFound(id) // as if it did not exist
 		}
 		return nil
 	})
+}
+
+// requestNotFound is the refusal of a request that does not exist, or is
+// another token's: the same words.
+func requestNotFound(id string) error {
+	return refusal(lockstate.CodeNoRequest, "request %q not found", id)
 }
 
 // Cancel withdraws a pending request of the session whose key is session

@@ -15,21 +15,21 @@ import (
 // every id).
 func (s *Service) blocking(ctx context.Context, specs []lockstate.LockSpec, index uint64) string {
 	s.waitApplied(ctx, index)
-	caller := callerOf(ctx).TokenID
 	var parts []string
-	s.fsm.Read(func(t *lockstate.Table) {
-		tok, known := t.Token(caller)
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
 		visible := func(id lockstate.SessionID) bool {
 			info, ok := t.Session(id)
-			return caller == "" || known && tok.Admin() || ok && info.Owner == caller
+			return tok == nil || ok && owns(tok, info.Owner)
 		}
-		readable := func(name string) bool {
-			return caller == "" || known && tok.Allows(name, lockstate.AccessRead)
-		}
+		readable := func(name string) bool { return mayRead(tok, name) == nil }
 		for _, sp := range specs {
 			parts = append(parts, describeName(t, sp.Name, visible, readable))
 		}
+		return nil
 	})
+	if err != nil {
+		return "who holds it is not told: " + err.Error()
+	}
 	return strings.Join(parts, "; ")
 }
 
