@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -20,18 +19,16 @@ import (
 // wrap, if set, puts a fault injector between the service and the node.
 func startService(t *testing.T, cfg raftnode.Config, wrap func(*raftnode.Node) lockservice.Node) (*lockservice.Service, *raftnode.Node) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg.ID, cfg.DataDir, cfg.RaftBind, cfg.Timing = "n1", t.TempDir(), addr, 0.1
+	// The node binds port 0 itself and keeps it: a port found free by a
+	// listener closed before Open could be taken meanwhile (by another
+	// package's connection, whose source ports come from the same range).
+	cfg.ID, cfg.DataDir, cfg.RaftBind, cfg.Timing = "n1", t.TempDir(), "127.0.0.1:0", 0.1
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Warn, Output: io.Discard})
 	node, err := raftnode.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := node.RaftAddr()
 	var n lockservice.Node = node
 	if wrap != nil {
 		n = wrap(node)

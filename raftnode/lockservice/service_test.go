@@ -235,6 +235,45 @@ func (u *unknownThenNoLeader[T]) Propose(ctx context.Context, cmd lockstate.Comm
 	return u.losesFirstAnswer.Propose(ctx, cmd)
 }
 
+// The table answers "no session" to a close of another token's session,
+// as to one of a session that is gone. When a close's answer was lost,
+// that answer to the repeat means an earlier attempt closed it only if
+// the session is gone: another token's close is refused, and the session
+// lives on (found by api TestACLAcceptance under elections: another
+// token was answered 200, nothing released, for a session it may not
+// close).
+func TestAnotherTokensCloseIsRefusedAfterAnUnknownOutcome(t *testing.T) {
+	svc, _ := startService(t, raftnode.Config{},
+		func(n *raftnode.Node) lockservice.Node { return &losesFirstAnswer[*lockstate.CloseSession]{Node: n} })
+	ctx := context.Background()
+	root, err := svc.Bootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(tok lockservice.NewToken) context.Context {
+		return lockservice.WithCaller(ctx, lockservice.Caller{TokenID: tok.ID})
+	}
+	write := []lockstate.Rule{{Prefix: "", Access: lockstate.AccessWrite}}
+	owner, err := svc.CreateToken(as(root), "owner", write, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := svc.CreateToken(as(root), "other", write, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := svc.CreateSession(as(owner), &lockstate.CreateSession{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed, err := svc.CloseSession(as(other), key); code(err) != lockstate.CodeNoSession {
+		t.Fatalf("another token's close after a lost answer: %+v, %v; want the no-session refusal", closed, err)
+	}
+	if _, err := svc.Session(as(owner), lockservice.Linearizable, key); err != nil {
+		t.Fatalf("the session after another token's close: %v", err)
+	}
+}
+
 // A close whose first attempt may have applied stays an unknown outcome
 // when the repeats find no leader: the API must not answer "not applied"
 // (found by review).

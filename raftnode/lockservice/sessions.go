@@ -31,9 +31,10 @@ type Closed struct {
 }
 
 // CloseSession ends a session cleanly: its holds are released and its
-// pending requests cancelled. After an unknown outcome it is repeated, and
-// a repeat that finds no session means an earlier attempt closed it (what
-// that attempt gave back is then not known: Closed is empty).
+// pending requests cancelled. After an unknown outcome it is repeated; a
+// repeat refused for no session means an earlier attempt closed it only
+// when a read then finds the session gone (what that attempt gave back is
+// not known: Closed is empty), and another token's close is refused.
 func (s *Service) CloseSession(ctx context.Context, session string) (Closed, error) {
 	id, err := s.resolveSession(ctx, session)
 	if err != nil {
@@ -47,7 +48,13 @@ func (s *Service) CloseSession(ctx context.Context, session string) (Closed, err
 		res, _, err = s.propose(ctx, cmd, once)
 		var refused *lockstate.Error
 		if errors.As(err, &refused) && refused.Code == lockstate.CodeNoSession {
-			res, err = &lockstate.Result{}, nil
+			switch there, rerr := s.sessionThere(ctx, id); {
+			case rerr != nil: // the doubt stays
+			case there:
+				unknown = false // no attempt closed it: the refusal is the answer
+			default:
+				res, err = &lockstate.Result{}, nil
+			}
 		}
 	}
 	if err != nil && unknown && !errors.Is(err, raftnode.ErrUnknownOutcome) {
@@ -69,6 +76,19 @@ func (s *Service) CloseSession(ctx context.Context, session string) (Closed, err
 		}
 	}
 	return out, nil
+}
+
+// sessionThere reports whether session id is in the table, after a
+// read-index. The table answers "no session" to a close of another
+// token's session too: a repeated close that hears it closed the session
+// in an earlier attempt only if the session is gone.
+func (s *Service) sessionThere(ctx context.Context, id lockstate.SessionID) (bool, error) {
+	if err := s.catchUp(ctx, Linearizable); err != nil {
+		return false, err
+	}
+	var there bool
+	s.fsm.Read(func(t *lockstate.Table) { there = t.HasSession(id) })
+	return there, nil
 }
 
 // Alive is what a keepalive gives back: the session's TTL and the holds
