@@ -325,7 +325,7 @@ func (l *Loader) SessionExtra(rec SessionExtraRecord) error {
 	if s == nil || s.key != "" || s.owner != "" || s.revoked != nil {
 		return fmt.Errorf("lockstate: load: extras for session %d, unknown or twice", rec.Session)
 	}
-	if err := validKey(rec.Key); err != nil || t.byKey[rec.Key] != nil {
+	if err := ValidKey(rec.Key); err != nil || t.byKey[rec.Key] != nil {
 		return fmt.Errorf("lockstate: load: session %d: bad or repeated key", rec.Session)
 	}
 	if err := validAuth(rec.Owner); err != nil || len(rec.Revoked) > RevocationsKept {

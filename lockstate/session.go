@@ -38,7 +38,7 @@ func (c *CreateSession) Validate() *Error {
 	if c.OnDeadlock != "" && c.OnDeadlock != Abort && c.OnDeadlock != SurrenderLock {
 		return invalidf("on_deadlock %q is not abort or surrender", c.OnDeadlock)
 	}
-	if err := validKey(c.Key); err != nil {
+	if err := ValidKey(c.Key); err != nil {
 		return err
 	}
 	if err := validAuth(c.Auth); err != nil {
@@ -47,9 +47,10 @@ func (c *CreateSession) Validate() *Error {
 	return c.Limits.validate()
 }
 
-// validKey checks a drawn session key: MinKeyLen to MaxKeyLen characters
-// of base64url, not all digits (a decimal key is an old session's id).
-func validKey(key string) *Error {
+// ValidKey reports why key cannot be a session's key, or nil: a key is
+// MinKeyLen to MaxKeyLen characters of base64url, not all digits (a
+// decimal key is an old session's id); "" is a session from before keys.
+func ValidKey(key string) *Error {
 	if key == "" {
 		return nil
 	}

@@ -35,3 +35,28 @@ func TestUnsafeNoHoldTTLKeepsHolds(t *testing.T) {
 		})
 	}
 }
+
+// A key may name a session unless it is all digits (a pre-key session's
+// decimal id) or starts with "-" (a flag to a command line).
+func TestUsableKey(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{
+		{"4Yyb-e5n0mDD8K391SwTw_", true},
+		{"_4Yyb-e5n0mDD8K391SwTw", true},
+		{"-4Yyb-e5n0mDD8K391SwTw", false},
+		{"1234567890123456789012", false},
+		{"123456789012345678901-", true},
+	} {
+		if got := usableKey(tc.key); got != tc.want {
+			t.Errorf("usableKey(%q) = %v, want %v", tc.key, got, tc.want)
+		}
+	}
+	for range 2000 { // 1 in 64 raw draws starts with "-"
+		key, err := NewSessionKey()
+		if err != nil || !usableKey(key) || len(key) != 22 {
+			t.Fatalf("NewSessionKey() = %q, %v", key, err)
+		}
+	}
+}

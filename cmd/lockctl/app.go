@@ -88,7 +88,9 @@ Every command takes these flags, after the command or before it
   --timeout D          give up on the cluster after D, retries included, with the
                        cluster's last answer as the reason (default 10s; lock:
                        after --wait)
-Run "lockctl COMMAND --help" for a command's flags.
+Run "lockctl COMMAND --help" for a command's flags. A "--" before the
+arguments makes every word after it an argument, even one that starts with
+"-" (lockctl get -- -odd/name).
 
 Exit codes:
   0       success (lock: the command exited 0)

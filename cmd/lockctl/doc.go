@@ -31,7 +31,10 @@ $LOCKD_TOKEN), --timeout (default 10s: give up on the cluster after it,
 retries included; watch: stop watching after it) and the TLS flags below.
 These flags may also come before the command (lockctl --token S locks).
 A command's flags may also follow its arguments (lockctl get NAME --json);
-lock takes them before NAME or between NAME and "--". The token's secret
+lock takes them before NAME or between NAME and "--". A "--" before the
+arguments makes every word after it an argument, even one that starts
+with "-": a lock name may (lockctl get -- -odd/name), and so may the key
+of a session that an older leader drew. The token's secret
 is never printed, not even as a flag's default in usage texts.
 
 # ACL tokens
