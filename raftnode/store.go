@@ -128,16 +128,16 @@ func (n *Node) openStores() error {
 	if err := syncDir(n.cfg.DataDir); err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
+	logPath := path
+	if n.wal != nil {
+		logPath = filepath.Join(n.cfg.DataDir, walDir)
+	}
 	entries, err := checkLog(logs, n.snaps)
 	if err != nil {
-		logPath := path
-		if n.wal != nil {
-			logPath = filepath.Join(n.cfg.DataDir, walDir)
-		}
 		return n.storeError(&damagedError{path: logPath, err: err})
 	}
 	if pages > 0 {
-		n.logger.Info("checked the raft log store", "path", path, "pages", pages, "entries", entries, "took", time.Since(start))
+		n.logger.Info("checked the raft stores", "log", logPath, "entries", entries, "bolt", path, "pages", pages, "took", time.Since(start))
 	}
 	return n.openTransport()
 }
@@ -842,8 +842,12 @@ func (w *watchedLogs) DeleteRange(min, max uint64) error {
 // IsMonotonic passes on the store's raft.MonotonicLogStore (raft-wal's):
 // raft then drops the whole log when it installs a snapshot, instead of
 // leaving entries after it that a store without gaps cannot append to.
-func (w *watchedLogs) IsMonotonic() bool {
-	m, ok := w.LogStore.(raft.MonotonicLogStore)
+func (w *watchedLogs) IsMonotonic() bool { return isMonotonic(w.LogStore) }
+
+// isMonotonic reports whether s is a raft.MonotonicLogStore that says it
+// is one; a store that wraps another passes its answer on with it.
+func isMonotonic(s raft.LogStore) bool {
+	m, ok := s.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
 }
 
