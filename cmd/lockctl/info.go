@@ -142,8 +142,8 @@ func runLocks(e *env, args []string) int {
 		}
 		w.Flush()
 		if e.token.Secret() != "" {
-			fmt.Fprintln(e.stderr, "note: only the names this token may read are listed (all of them for a management "+
-				"token), and only its own sessions are named")
+			fmt.Fprintln(e.stderr, "note: only the names this token may read are listed, and only its own sessions "+
+				"are named (a management token: all of them)")
 		}
 		return exitOK
 	})
