@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -30,21 +31,42 @@ func TestCloseBigSessionThroughFollower(t *testing.T) {
 			name := fmt.Sprintf("big/%s-%05d", pad, b*per+i)
 			locks[i], want[name] = map[string]any{"name": name}, true
 		}
-		follower.must(http.StatusOK, "POST", "/v1/acquire", map[string]any{"session": s, "locks": locks}, nil)
+		// An election under load answers 503 (nothing done, or an
+		// outcome the same request_id settles): a client retries.
+		body := map[string]any{"session": s, "locks": locks, "request_id": fmt.Sprintf("big-%d", b)}
+		waitFor(t, 30*time.Second, fmt.Sprintf("batch %d granted", b), func() bool {
+			r := follower.do("POST", "/v1/acquire", body)
+			if r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
+				t.Fatalf("POST /v1/acquire: got %s, want 200 (or 503 during an election)", r)
+			}
+			return r.status == http.StatusOK
+		})
 	}
-	// Elections may have moved the leader meanwhile (tests run at a tenth
-	// of raft's timeouts): close through whichever node follows now.
-	waitFor(t, 15*time.Second, "a follower with a leader", func() bool {
+	// Elections may have moved the leader meanwhile: close through
+	// whichever node follows now, again when an election answered 503
+	// with nothing done. An unknown outcome is what the test is about:
+	// it fails.
+	var r resp
+	waitFor(t, 30*time.Second, "the close through a follower with a leader", func() bool {
+		follower = nil
 		for _, n := range ns {
 			if st := n.status(); st.State == "follower" && st.Leader.ID != "" {
 				follower = n
-				return true
 			}
 		}
-		return false
+		if follower == nil {
+			return false
+		}
+		r = follower.do("DELETE", "/v1/sessions/"+s, nil)
+		return !notApplied(r)
 	})
 	var closed wire.CloseSessionResponse
-	r := follower.must(http.StatusOK, "DELETE", "/v1/sessions/"+s, nil, &closed)
+	if r.status != http.StatusOK {
+		t.Fatalf("DELETE /v1/sessions/%s through %s: got %s, want 200", s, follower.id, r)
+	}
+	if err := json.Unmarshal(r.body, &closed); err != nil {
+		t.Fatalf("decode the close's answer: %v", err)
+	}
 	if len(r.body) <= 4<<20 {
 		t.Fatalf("the answer takes %d bytes; the test wants more than 4 MiB", len(r.body))
 	}
@@ -58,4 +80,15 @@ func TestCloseBigSessionThroughFollower(t *testing.T) {
 		t.Fatalf("close through a follower listed %d released names; %d held names are missing", len(closed.Released), len(want))
 	}
 	follower.mustErr(http.StatusNotFound, "session_not_found", "GET", "/v1/sessions/"+s, nil)
+}
+
+// notApplied reports whether r is a 503 that says nothing was done
+// (not_applied), which a client may simply send again.
+func notApplied(r resp) bool {
+	var body struct {
+		Error struct {
+			NotApplied bool `json:"not_applied"`
+		} `json:"error"`
+	}
+	return r.status == http.StatusServiceUnavailable && json.Unmarshal(r.body, &body) == nil && body.Error.NotApplied
 }

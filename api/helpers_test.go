@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,16 +59,6 @@ func (p *peers) get(id string) (string, bool) {
 	return a, ok
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startNode opens a raftnode on a temporary data dir and serves the API for
 // it over httptest. It does not bootstrap.
 func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
@@ -77,7 +66,7 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	if ps == nil {
 		ps = &peers{}
 	}
-	n := &testNode{t: t, id: id, raft: freeAddr(t)}
+	n := &testNode{t: t, id: id}
 	logger := hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: io.Discard})
 	if testing.Verbose() {
 		logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Info})
@@ -86,12 +75,15 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: dir, RaftBind: n.raft,
+	// The node binds port 0 itself and keeps it: a port found free by a
+	// listener closed before Open could be taken meanwhile (by another
+	// package's connection, whose source ports come from the same range).
+	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: dir, RaftBind: "127.0.0.1:0",
 		Logger: logger, Timing: 0.5}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}
-	n.node = node
+	n.node, n.raft = node, node.RaftAddr()
 	cfg := api.Config{Node: node, Logger: logger, PeerHTTP: ps.get, CancelGrace: 300 * time.Millisecond}
 	if opts.api != nil {
 		opts.api(&cfg)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 func TestStatusAndMetrics(t *testing.T) {
@@ -76,11 +78,23 @@ func TestThreeNodes(t *testing.T) {
 		t.Fatal("a follower's linearizable check missed the grant")
 	}
 
-	want := leader.status()
-	waitFor(t, 10*time.Second, "every node at the same index and digest", func() bool {
+	// Every node at the leader's index and digest, naming it: the one of
+	// the setup unless an election under load replaced it (the roles
+	// below follow the one that leads now).
+	var want wire.StatusResponse
+	waitFor(t, 10*time.Second, "every node at the same index and digest, naming one leader", func() bool {
+		var sts []wire.StatusResponse
+		want = wire.StatusResponse{}
 		for _, n := range ns {
-			st := n.status()
-			if st.AppliedIndex != want.AppliedIndex || st.Digest != want.Digest || st.Leader.ID != leader.id {
+			sts = append(sts, n.status())
+		}
+		for i, st := range sts {
+			if st.State == "leader" {
+				leader, f1, f2, want = ns[i], ns[(i+1)%3], ns[(i+2)%3], st
+			}
+		}
+		for _, st := range sts {
+			if st.AppliedIndex != want.AppliedIndex || st.Digest != want.Digest || st.Leader.ID != want.NodeID || want.NodeID == "" {
 				return false
 			}
 		}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode"
 )
@@ -72,7 +74,12 @@ func startNode(t *testing.T, id string, expect int, join ...string) *testNode {
 // startNodeWith is startNode with options.
 func startNodeWith(t *testing.T, opts nodeOpts, id string, expect int, join ...string) *testNode {
 	t.Helper()
-	tn := &testNode{t: t, id: id, dir: t.TempDir(), raft: "127.0.0.1:0", bind: "127.0.0.1:0", expect: expect, opts: opts}
+	// Ports outside the ephemeral range, claimed for the test: a node
+	// restarts on its ports, which, drawn by a bind to port 0, another
+	// process could have taken while the node was stopped.
+	ports := lockdtest.FreePorts(t, 2)
+	tn := &testNode{t: t, id: id, dir: t.TempDir(), expect: expect, opts: opts,
+		raft: fmt.Sprintf("127.0.0.1:%d", ports[0]), bind: fmt.Sprintf("127.0.0.1:%d", ports[1])}
 	tn.srv = httptest.NewServer(http.NotFoundHandler()) // an HTTP address for the gossip metadata
 	t.Cleanup(func() {
 		tn.kill()

@@ -15,27 +15,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/raftnode"
 )
 
 // logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ lockdtest.Buffer }
 
 // lines counts the lines that contain every one of subs.
 func (l *logBuffer) lines(subs ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := 0
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
 			n++
 		}

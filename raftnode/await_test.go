@@ -3,9 +3,12 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/lockd/lockd/lockstate"
 )
@@ -41,8 +44,8 @@ func tableAwaiter(n *Node) Awaiter {
 // the leader applied.
 func TestAwaitOnLeaderHearsTheGrant(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	leader := c.readyLeader().get()
-	follower := c.followers(c.readyLeader())[0].get()
+	l := c.leader()
+	leader, follower := l.get(), c.follower(l).get()
 	for _, tn := range c.live() {
 		tn.get().SetAwaiter(tableAwaiter(tn.get()))
 	}
@@ -60,7 +63,7 @@ func TestAwaitOnLeaderHearsTheGrant(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		info, final, err := follower.AwaitOnLeader(context.Background(), pending, 20*time.Second)
+		info, final, err := awaitSteady(c, follower, pending, 20*time.Second)
 		got <- answer{info, final, err}
 	}()
 	select {
@@ -68,10 +71,58 @@ func TestAwaitOnLeaderHearsTheGrant(t *testing.T) {
 		t.Fatalf("AwaitOnLeader answered while the request was pending: %+v", a)
 	case <-time.After(300 * time.Millisecond):
 	}
-	propose(t, leader, &lockstate.Release{Session: holder, Name: "job"})
+	release(t, leader, holder, "job", held.Token)
 	a := <-got
 	if a.err != nil || !a.final || a.info.Status != lockstate.Granted || a.info.Token <= held.Token {
 		t.Fatalf("AwaitOnLeader = %+v, want a final grant with a token above %d", a, held.Token)
+	}
+}
+
+// release releases s's hold on name (fencing token token) through n. A
+// release is not safe to repeat once it was done (the repeat finds no
+// hold): proposeOnce settles an unknown outcome by whether the hold is
+// still there.
+func release(t *testing.T, n *Node, s lockstate.SessionID, name string, token uint64) {
+	t.Helper()
+	proposeOnce(t, n, &lockstate.Release{Session: s, Name: name}, func() bool { return !holds(n, name, token) })
+}
+
+// holds reports whether token still fences a hold on name in n's table.
+func holds(n *Node, name string, token uint64) bool {
+	var valid bool
+	n.FSM().Read(func(tab *lockstate.Table) { valid, _ = tab.Check(name, token) })
+	return valid
+}
+
+// awaitSteady is AwaitOnLeader through f, asked again, as the lock
+// service asks again, through a node that follows when an election cut
+// the wait short (the term moved meanwhile, or f leads or knows no
+// leader now): the old leader stops waiting, and a follower that became
+// leader answers ErrLeaderHere. Any other answer without the grant is
+// returned as it came. It
+// runs off the test's goroutine, so it fails nothing itself.
+func awaitSteady(c *testCluster, f *Node, req *lockstate.RequestInfo, wait time.Duration) (lockstate.RequestInfo, bool, error) {
+	for attempt := 0; ; attempt++ {
+		term := f.Status().Term
+		info, final, err := f.AwaitOnLeader(context.Background(), req, wait)
+		moved := f.Status().Term != term || f.raft.State() == raft.Leader || errors.Is(err, errRetry)
+		if err == nil && final || !moved || attempt == 5 {
+			return info, final, err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for f = nil; f == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for _, tn := range c.live() {
+				if n := tn.get(); n != nil && n.raft.State() == raft.Follower {
+					if _, id := n.raft.LeaderWithID(); id != "" {
+						f = n
+						break
+					}
+				}
+			}
+		}
+		if f == nil {
+			return info, final, err
+		}
 	}
 }
 
@@ -80,12 +131,12 @@ func TestAwaitOnLeaderHearsTheGrant(t *testing.T) {
 // the wait ends.
 func TestAwaitOnLeaderWithoutAnAnswer(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	leader := c.readyLeader().get()
-	follower := c.followers(c.readyLeader())[0].get()
+	l := c.leader()
+	leader, follower := l.get(), c.follower(l).get()
 	ctx := context.Background()
 	unknown := &lockstate.RequestInfo{ID: "r-unknown", Session: 1, Created: 1}
-	if _, _, err := follower.AwaitOnLeader(ctx, unknown, time.Second); !errors.Is(err, errRetry) {
-		t.Fatalf("leader without an awaiter: err %v, want a retryable one", err)
+	if _, _, err := follower.AwaitOnLeader(ctx, unknown, time.Second); !errors.Is(err, errRetry) || !strings.Contains(err.Error(), "does not serve waits") {
+		t.Fatalf("leader without an awaiter: err %v, want the leader's retryable refusal", err)
 	}
 	for _, tn := range c.live() {
 		tn.get().SetAwaiter(tableAwaiter(tn.get()))
@@ -129,8 +180,8 @@ func TestAwaitOnLeaderWithoutAnAnswer(t *testing.T) {
 // its own table.
 func TestAwaitOnLeaderDoesNotSpin(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	leader := c.readyLeader().get()
-	follower := c.followers(c.readyLeader())[0].get()
+	l := c.leader()
+	leader, follower := l.get(), c.follower(l).get()
 	var calls atomic.Int64
 	leader.SetAwaiter(func(ctx context.Context, id string, session lockstate.SessionID, created uint64, wait time.Duration) (lockstate.RequestInfo, bool) {
 		calls.Add(1)
@@ -140,7 +191,10 @@ func TestAwaitOnLeaderDoesNotSpin(t *testing.T) {
 	if _, final, err := follower.AwaitOnLeader(context.Background(), req, 10*time.Second); final || err != nil {
 		t.Fatalf("final %t, err %v; want neither", final, err)
 	}
-	if n := calls.Load(); n != 1 {
+	// Once, unless a loaded machine made an answer take half the wait
+	// asked for, which the follower takes for a leader that waited (and
+	// asks once more); a follower that spins asks thousands of times.
+	if n := calls.Load(); n < 1 || n > 3 {
 		t.Fatalf("the leader was asked %d times", n)
 	}
 }

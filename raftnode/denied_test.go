@@ -89,6 +89,6 @@ func TestDeniedNodeCertificateIsRefused(t *testing.T) {
 	if err := memberAppend(target, kept.PeerClient()); err != nil {
 		t.Fatalf("an undenied certificate of the same name was refused: %v", err)
 	}
-	propose(t, c.leader().get(), &lockstate.CreateSession{TTL: time.Minute})
+	createSession(t, c.leader().get(), time.Minute)
 	c.converged()
 }

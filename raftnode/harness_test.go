@@ -9,11 +9,14 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/lockstate"
 )
 
@@ -63,8 +66,12 @@ type testNode struct {
 func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, tweak: tweak}
+	// Ports outside the ephemeral range, claimed for the test: a node
+	// restarts on its port, which, drawn by a bind to port 0, another
+	// process could have taken while the node was stopped.
+	ports := lockdtest.FreePorts(t, n)
 	for i := range n {
-		tn := &testNode{c: c, id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raftAddr: "127.0.0.1:0"}
+		tn := &testNode{c: c, id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raftAddr: fmt.Sprintf("127.0.0.1:%d", ports[i])}
 		c.mu.Lock()
 		c.nodes = append(c.nodes, tn)
 		c.mu.Unlock()
@@ -214,6 +221,40 @@ func (c *testCluster) followers(l *testNode) []*testNode {
 	return out
 }
 
+// follower waits for a running node other than l that names l as its
+// leader, and returns it. l is ready once one follower has answered it; a
+// node that voted for l learns that l leads only from l's first
+// AppendEntries to it, which may come later. Calls that do not retry
+// (AwaitOnLeader) need a follower that knows.
+func (c *testCluster) follower(l *testNode) *testNode {
+	c.t.Helper()
+	var f *testNode
+	waitFor(c.t, 10*time.Second, "a follower that knows "+l.id+" leads", func() bool {
+		for _, tn := range c.followers(l) {
+			if _, id := tn.get().raft.LeaderWithID(); string(id) == l.id {
+				f = tn
+				return true
+			}
+		}
+		return false
+	})
+	return f
+}
+
+// onLeader runs op, which must be idempotent, on the node that leads,
+// again on the next one while op answers that leadership moved before it
+// was done.
+func (c *testCluster) onLeader(op func(*Node) error) error {
+	c.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := op(c.leader().get())
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) &&
+			!errors.Is(err, raft.ErrLeadershipTransferInProgress) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
 // converged waits until every running node has applied the same index as
 // the leader and has the same table digest, and returns that index.
 func (c *testCluster) converged() uint64 {
@@ -250,9 +291,10 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 // propose commits cmd through n, retrying on ErrNoLeader, and on
-// ErrUnknownOutcome for an acquire with a request id (idempotent, as the
-// API retries it); it fails the test on any other error or a domain
-// error.
+// ErrUnknownOutcome for an acquire with a request id or a deny (both
+// idempotent: the API retries the first); it fails the test on any other
+// error or a domain error. Sessions are created with createSession, which
+// settles an unknown outcome.
 func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -276,14 +318,105 @@ func retryableInTest(cmd lockstate.Command, err error) bool {
 	if errors.Is(err, ErrNoLeader) {
 		return true
 	}
-	a, ok := cmd.(*lockstate.Acquire)
-	return ok && a.RequestID != "" && errors.Is(err, ErrUnknownOutcome)
+	if !errors.Is(err, ErrUnknownOutcome) {
+		return false
+	}
+	switch c := cmd.(type) {
+	case *lockstate.Acquire:
+		return c.RequestID != ""
+	case *lockstate.DenyCert:
+		return true // a serial denied twice stays denied once
+	}
+	return false
 }
 
+// sessionNames numbers the sessions createSession names.
+var sessionNames atomic.Int64
+
+// createSession opens a session through n and returns its id. An election
+// under load (the leader's lease runs out while it commits) answers
+// ErrUnknownOutcome; a repeat could open a second session, which tests
+// that count sessions would see. So each session gets a name of its own,
+// by which proposeOnce settles an unknown outcome.
 func createSession(t testing.TB, n *Node, ttl time.Duration) lockstate.SessionID {
 	t.Helper()
-	res, _ := propose(t, n, &lockstate.CreateSession{TTL: ttl})
-	return res.Session
+	name := fmt.Sprintf("test-session-%d", sessionNames.Add(1))
+	var id lockstate.SessionID
+	res := proposeOnce(t, n, &lockstate.CreateSession{Name: name, TTL: ttl}, func() (took bool) {
+		id, took = sessionNamed(n, name)
+		return took
+	})
+	if res != nil {
+		return res.Session
+	}
+	return id
+}
+
+// proposeOnce commits cmd, which must not be applied twice, through n,
+// retrying on ErrNoLeader. After an unknown outcome, took (called once
+// settled, see settle) reports whether an attempt applied cmd, which is
+// then proposed again only if none did. It returns cmd's result, or nil
+// when an earlier attempt applied it; it fails the test on any other
+// error or a domain error.
+func proposeOnce(t testing.TB, n *Node, cmd lockstate.Command, took func() bool) *lockstate.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		res, _, err := n.Propose(ctx, cmd)
+		switch {
+		case err == nil && res.Err != nil:
+			t.Fatalf("propose %T: %v", cmd, res.Err)
+		case err == nil:
+			return res
+		case ctx.Err() == nil && errors.Is(err, ErrNoLeader):
+			continue
+		case ctx.Err() == nil && errors.Is(err, ErrUnknownOutcome):
+			settle(ctx, t, n, fmt.Sprintf("%T", cmd))
+			if took() {
+				return nil
+			}
+			continue
+		}
+		t.Fatalf("propose %T: %v", cmd, err)
+	}
+}
+
+// settle returns once a read index through n succeeds, failing the test
+// when ctx ends first. An unknown outcome in these tests comes from an
+// election (the leader's lease ran out while it committed): the read needs
+// a leader that committed in its own term, and an entry of an older term
+// that this leader does not hold can never commit after that, so what n's
+// table shows then settles the proposal. An answer lost on a cut forward
+// in a steady term would not be settled so (the entry may commit after
+// the read); these tests cut no forwards.
+func settle(ctx context.Context, t testing.TB, n *Node, what string) {
+	t.Helper()
+	for {
+		err := n.ReadIndex(ctx)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("settle %s: %v", what, err)
+		}
+	}
+}
+
+// sessionNamed returns the session named name in n's table.
+func sessionNamed(n *Node, name string) (lockstate.SessionID, bool) {
+	var (
+		id    lockstate.SessionID
+		found bool
+	)
+	n.FSM().Read(func(tab *lockstate.Table) {
+		for _, s := range tab.Sessions() {
+			if s.Name == name {
+				id, found = s.ID, true
+			}
+		}
+	})
+	return id, found
 }
 
 func acquire(t testing.TB, n *Node, s lockstate.SessionID, name, reqID string, wait, holdTTL time.Duration) *lockstate.RequestInfo {

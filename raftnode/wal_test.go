@@ -24,10 +24,10 @@ import (
 // raft.db) and a restarted node comes back with it.
 func TestWALCluster(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LogStore = LogWAL })
-	leader := c.readyLeader()
+	leader := c.leader()
 	s := createSession(t, leader.get(), time.Minute)
 	for i := range 20 {
-		acquire(t, leader.get(), s, "job/"+string(rune('a'+i)), "", 0, 0)
+		acquire(t, leader.get(), s, "job/"+string(rune('a'+i)), "job-"+string(rune('a'+i)), 0, 0)
 	}
 	follower := c.followers(leader)[0]
 	index := c.converged()
@@ -48,7 +48,7 @@ func TestWALCluster(t *testing.T) {
 	if last, err := follower.get().bolt.LastIndex(); err != nil || last != 0 {
 		t.Fatalf("raft.db holds log entries up to %d (%v); the log belongs in wal/", last, err)
 	}
-	acquire(t, follower.get(), s, "job/after", "", 0, 0) // still commits, through the restarted follower
+	acquire(t, follower.get(), s, "job/after", "job-after", 0, 0) // still commits, through the restarted follower
 }
 
 // A data dir keeps its log store: a new one gets raft-wal unless bolt is
@@ -314,7 +314,7 @@ func TestOpenHealthyWAL(t *testing.T) {
 func TestUpgradeFromBoltCluster(t *testing.T) {
 	store := LogBolt
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LogStore = store })
-	leader := c.readyLeader()
+	leader := c.leader()
 	s := createSession(t, leader.get(), time.Minute)
 	for i := range 10 { // request ids: a proposal that meets an election is retried
 		acquire(t, leader.get(), s, fmt.Sprintf("job/%d", i), fmt.Sprintf("r%d", i), 0, 0)
@@ -337,7 +337,7 @@ func TestUpgradeFromBoltCluster(t *testing.T) {
 		tn.start()
 	}
 	c.converged()
-	leader = c.readyLeader()
+	leader = c.leader()
 	acquire(t, leader.get(), s, "job/after", "after", 0, 0)
 	c.converged()
 	for _, tn := range c.nodes {

@@ -80,11 +80,16 @@ func Example_semaphore() {
 		defer s.Close(ctx)
 		sessions = append(sessions, s)
 	}
+	permit := []client.LockSpec{{Name: "pool/gpu", Weight: 1, Limit: limit}}
 	for i, s := range sessions {
-		// Give up quickly when no permit is free.
-		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err := s.Acquire(tctx, "pool/gpu", 1, limit)
-		cancel()
+		// Give up quickly when no permit is free: the server waits at
+		// most 300 ms and then answers ErrTimeout, nothing held. (A ctx
+		// of 300 ms would also bound the round trip, so a slow one could
+		// miss a free permit.)
+		_, err := s.AcquireWithin(ctx, permit, client.RequireAll, 300*time.Millisecond)
+		if err != nil && !errors.Is(err, client.ErrTimeout) {
+			log.Fatal(err)
+		}
 		fmt.Printf("job %d: granted=%v\n", i, err == nil)
 	}
 	// Output:

@@ -47,8 +47,10 @@ func serveNull(addrs []string) error {
 }
 
 // nullHandler is the null server's API over a fresh table.
-func nullHandler() http.Handler {
-	t := newNullTable()
+func nullHandler() http.Handler { return newNullTable().handler() }
+
+// handler is the null server's API over t.
+func (t *nullTable) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions", t.session)
 	mux.HandleFunc("DELETE /v1/sessions/{id}", func(http.ResponseWriter, *http.Request) {})

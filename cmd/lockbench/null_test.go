@@ -17,7 +17,8 @@ import (
 // holder per name, waiters granted in order on release, a timed-out wait
 // refused, a release by someone else ignored.
 func TestNullServerHandsOffInOrder(t *testing.T) {
-	srv := httptest.NewServer(nullHandler())
+	table := newNullTable()
+	srv := httptest.NewServer(table.handler())
 	defer srv.Close()
 	post := func(path, body string) (int, string) {
 		res, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
@@ -44,13 +45,19 @@ func TestNullServerHandsOffInOrder(t *testing.T) {
 		t.Fatalf("b while a holds: %d %s, want a timeout", code, got)
 	}
 	order := make(chan string, 2)
-	for _, s := range []string{"b", "c"} {
+	for i, s := range []string{"b", "c"} {
 		go func() {
 			if code, got := acquire(s, "10s"); code == 200 && got == "granted <nil>" {
 				order <- s
 			}
 		}()
-		time.Sleep(50 * time.Millisecond) // b queues before c
+		// b queues before c: wait for the table to hold its waiter (a
+		// fixed sleep let c overtake b on a loaded machine).
+		for deadline := time.Now().Add(10 * time.Second); queued(table, "x") < i+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not queued after 10s", s)
+			}
+		}
 	}
 	release("c") // not the holder: nothing changes
 	release("a")
@@ -97,4 +104,11 @@ func TestNullTableRaces(t *testing.T) {
 	if err := table.take(context.Background(), "x", "last", 0); err != nil {
 		t.Fatalf("the name was lost: %v (holders %v)", err, table.holders)
 	}
+}
+
+// queued is how many wait in line for name.
+func queued(t *nullTable, name string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.waiters[name])
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,12 +38,7 @@ func TestHoistGlobals(t *testing.T) {
 // fails with exit 69, naming the address and "connection refused", well
 // within its --timeout (10s by default).
 func TestFailsFastWithoutANode(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := refusingAddr(t)
 	for _, args := range [][]string{
 		{"lock", "--addr", addr, "--wait", "0", "jobs/a", "--", "true"},
 		{"--addr", addr, "locks"},
@@ -89,6 +83,9 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{in: []string{"a", "--json", "b"}, json: true, args: []string{"a", "b"}},
 		{in: []string{"a", "b"}, args: []string{"a", "b"}},
 		{in: []string{"a", "--", "--json"}, args: []string{"a", "--", "--json"}},
+		{in: []string{"--", "-4Yyb"}, args: []string{"-4Yyb"}},
+		{in: []string{"--json", "--", "-4Yyb"}, json: true, args: []string{"-4Yyb"}},
+		{in: []string{"-4Yyb"}, code: exitUsage},
 		{in: []string{"a", "--nope"}, code: exitUsage},
 		{in: []string{"a", "--help"}, code: exitOK},
 	} {

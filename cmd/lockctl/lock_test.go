@@ -167,7 +167,11 @@ func TestLockSessionLostKillsCommand(t *testing.T) {
 	addr := startDev(t)
 	dir := t.TempDir()
 	// The background sleep checks that the whole job is stopped, not just sh.
-	p := startLockctl(t, addr, dir, "lock", "--ttl", "1s", "--grace", "1s", "jobs/lost", "--",
+	// Sessions of 3 s, as the jepsen workload's: with 1 s, a machine
+	// loaded enough to starve lockctl for most of a second let the session
+	// lapse while the test wanted it kept alive.
+	const ttl = 3 * time.Second
+	p := startLockctl(t, addr, dir, "lock", "--ttl", ttl.String(), "--grace", "1s", "jobs/lost", "--",
 		"sh", "-c", `sleep 30 & echo $! > pid; wait`)
 	waitFor(t, 10*time.Second, "lockctl to hold jobs/lost", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "pid"))
@@ -180,8 +184,8 @@ func TestLockSessionLostKillsCommand(t *testing.T) {
 	}
 	sess := lockHolders(addr, "jobs/lost")[0]
 
-	// A few TTLs pass: keepalives must keep it running.
-	time.Sleep(2500 * time.Millisecond)
+	// Two TTLs pass: keepalives must keep it running.
+	time.Sleep(2 * ttl)
 	select {
 	case <-p.done:
 		t.Fatalf("lockctl exited %d while its session lived; stderr: %s", p.code, &p.stderr)
@@ -198,7 +202,9 @@ func TestLockSessionLostKillsCommand(t *testing.T) {
 	if code := p.wait(t, 10*time.Second); code != exitSessionLost {
 		t.Fatalf("exit %d, want %d; stderr: %s", code, exitSessionLost, &p.stderr)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	// Its next keepalive (a third of the TTL) hears that the session is
+	// gone: well before a TTL passes.
+	if d := time.Since(start); d > ttl {
 		t.Errorf("lockctl took %v to notice the lost session", d)
 	}
 	if !strings.Contains(p.stderr.String(), "session "+sess+" lost") {

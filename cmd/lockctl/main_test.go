@@ -3,12 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,12 +52,26 @@ func startDev(t *testing.T) string {
 func startDevProc(t *testing.T, pki string, extra ...string) (string, *os.Process) {
 	t.Helper()
 	needBinaries(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The port is free when picked, but another test that picks ports
+	// may take it before lockd binds it: then lockd exits, and a new port
+	// is tried.
+	for attempt := 1; ; attempt++ {
+		addr, proc, log := startDevOn(t, pki, extra...)
+		if proc != nil {
+			return addr, proc
+		}
+		if !strings.Contains(log, "address already in use") || attempt == 3 {
+			t.Fatalf("lockd exited:\n%s", log)
+		}
+		t.Logf("port of %s taken before lockd bound it; trying another", addr)
 	}
-	addr := l.Addr().String()
-	l.Close()
+}
+
+// startDevOn starts `lockd --dev` on a port free a moment before and
+// waits until it leads; nil and its log when it exited first.
+func startDevOn(t *testing.T, pki string, extra ...string) (string, *os.Process, string) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(t, 1)[0])
 	logf := filepath.Join(t.TempDir(), "lockd.log")
 	out, err := os.Create(logf)
 	if err != nil {
@@ -104,18 +116,39 @@ func startDevProc(t *testing.T, pki string, extra ...string) (string, *os.Proces
 			State string `json:"state"`
 		}
 		if err := getJSONWith(hc, base+"/v1/status", &st); err == nil && st.State == "leader" {
-			return addr, cmd.Process
+			return addr, cmd.Process, ""
 		}
 		select {
 		case <-done:
 			b, _ := os.ReadFile(logf)
-			t.Fatalf("lockd exited:\n%s", b)
+			return addr, nil, string(b)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("lockd --dev did not lead within 15s")
 		}
 	}
+}
+
+// refusingAddr returns a loopback address that refuses connections until
+// the test ends: a TCP socket bound to it that never listens. (A port of
+// a closed listener is free for any process that binds port 0 meanwhile,
+// such as another package's test server, which would then answer.)
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // getJSON GETs path on addr and decodes a 200 answer into out.
@@ -139,7 +172,7 @@ func getJSONWith(hc *http.Client, url string, out any) error {
 // lockctlProc is a started lockctl.
 type lockctlProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr lockdtest.Buffer
 	done           chan struct{}
 	code           int
 }

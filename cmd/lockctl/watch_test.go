@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,11 @@ import (
 
 // TestWatch starts lockctl watch on a free name, then takes and releases
 // it (twice, the second time with a waiter) over HTTP, and checks that
-// watch printed each change with increasing versions.
+// watch printed each change with increasing versions. Each change waits
+// for watch to print the one before: watch shows changes between two of
+// its answers as one, so changes made on a clock (they were 300 ms apart)
+// merged when watch was slow on a loaded machine. SIGINT ends the watch;
+// --timeout is checked on its own at the end.
 func TestWatch(t *testing.T) {
 	addr := startDev(t)
 	var s1, s2 struct{ ID string }
@@ -22,18 +27,26 @@ func TestWatch(t *testing.T) {
 	postJSON(t, addr, "/v1/sessions", map[string]string{"ttl": "30s"}, &s2)
 
 	for _, asJSON := range []bool{false, true} {
-		args := []string{"watch", "--timeout", "4s", "jobs/w"}
+		args := []string{"watch", "jobs/w"}
 		if asJSON {
-			args = []string{"watch", "--timeout", "4s", "--json", "jobs/w"}
+			args = []string{"watch", "--json", "jobs/w"}
 		}
 		w := startLockctl(t, addr, t.TempDir(), args...)
-		time.Sleep(500 * time.Millisecond) // let watch print the initial state
+		printed := func(n int) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); strings.Count(w.stdout.String(), "\n") < n; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("json=%v: watch printed no line %d within 10s:\n%s\nstderr: %s", asJSON, n, w.stdout.String(), &w.stderr)
+				}
+			}
+		}
+		printed(1) // the initial state
 		acquireHTTP(t, addr, s1.ID, "jobs/w")
-		time.Sleep(300 * time.Millisecond)
+		printed(2)
 		postJSON(t, addr, "/v1/release", map[string]string{"session": s1.ID, "name": "jobs/w"}, nil)
-		time.Sleep(300 * time.Millisecond)
+		printed(3)
 		acquireHTTP(t, addr, s1.ID, "jobs/w")
-		time.Sleep(300 * time.Millisecond)
+		printed(4)
 		// s2 queues behind s1 and gets the lock when s1 releases.
 		body := `{"session":"` + s2.ID + `","locks":[{"name":"jobs/w"}],"wait":"10s"}`
 		go func() {
@@ -41,17 +54,15 @@ func TestWatch(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		waitFor(t, 5*time.Second, "a waiter", func() bool {
-			var info struct{ Waiters []any }
-			return getJSON(addr, "/v1/locks/jobs/w", &info) == nil && len(info.Waiters) == 1
-		})
-		time.Sleep(300 * time.Millisecond)
+		printed(5)
 		postJSON(t, addr, "/v1/release", map[string]string{"session": s1.ID, "name": "jobs/w"}, nil)
-		time.Sleep(300 * time.Millisecond)
+		printed(6)
 		postJSON(t, addr, "/v1/release", map[string]string{"session": s2.ID, "name": "jobs/w"}, nil)
+		printed(7)
 
+		_ = w.cmd.Process.Signal(syscall.SIGINT)
 		if code := w.wait(t, 10*time.Second); code != 0 {
-			t.Fatalf("watch exit %d: %s", code, &w.stderr)
+			t.Fatalf("watch exit %d after SIGINT: %s", code, &w.stderr)
 		}
 		lines := strings.Split(strings.TrimSpace(w.stdout.String()), "\n")
 		// free, held by s1, free, held by s1, s1 + waiter s2, held by s2, free
@@ -86,6 +97,14 @@ func TestWatch(t *testing.T) {
 			}
 			last = ev.Version
 		}
+	}
+
+	// --timeout ends the watch with exit 0 (after at most the initial
+	// state: nothing changes meanwhile).
+	start := time.Now()
+	code, out, stderr := lockctl(t, addr, "watch", "--timeout", "1s", "jobs/w")
+	if d := time.Since(start); code != 0 || d < time.Second || strings.Count(out, "\n") > 1 {
+		t.Fatalf("watch --timeout 1s: exit %d after %v, output %q; stderr: %s", code, d, out, stderr)
 	}
 }
 

@@ -5,8 +5,10 @@ node with TLS (client certificates) and ACLs."""
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -52,29 +55,75 @@ def eventually(cond: Callable[[], Any], what: str, timeout: float = 30.0, every:
         time.sleep(every)
 
 
+def _port_range() -> tuple[int, int]:
+    """Where free_ports draws ports: outside Linux's ephemeral range, as
+    lockdtest.FreePorts does (20000 up to its first port, else above its
+    last; 20000-32768 when neither side has room)."""
+    first, last = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first, last = (int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        pass
+    if first > last:
+        first, last = 32768, 60999
+    if first >= 21000:
+        return 20000, first
+    if last <= 64535:
+        return last + 1, 65536
+    return 20000, 32768
+
+
+# Claims on the ports drawn, held until the test run ends (the kernel
+# drops them with the process).
+_claims: list[typing.IO[bytes]] = []
+
+
+def _claim(port: int) -> bool:
+    """Reserve port against other processes that draw ports, as
+    lockdtest.FreePorts does: an flock on a file named after it in the
+    same directory. False: another process holds it."""
+    d = os.path.join(tempfile.gettempdir(), "lockd-test-ports")
+    os.makedirs(d, exist_ok=True)
+    f = open(os.path.join(d, str(port)), "ab")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return False
+    _claims.append(f)
+    return True
+
+
 def free_ports(n: int) -> list[int]:
     """n distinct loopback ports free for TCP and UDP (gossip uses both),
-    picked by binding port 0, so they do not collide with other tests."""
+    drawn outside the kernel's ephemeral range and claimed (_claim): they
+    are closed again before a node binds them, and a port the kernel may
+    hand out meanwhile (for a bind to port 0, or an outgoing connection, in
+    any process), or another test process's draw, could take it first."""
+    lo, hi = _port_range()
     held: list[socket.socket] = []
     ports: list[int] = []
     try:
-        while len(ports) < n:
+        for _ in range(100 * n):
+            port = random.randrange(lo, hi)
+            if port in ports or not _claim(port):
+                continue
             t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            t.bind(("127.0.0.1", 0))
-            held.append(t)
-            port = t.getsockname()[1]
             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            held += [t, u]
             try:
+                t.bind(("127.0.0.1", port))
                 u.bind(("127.0.0.1", port))
             except OSError:
-                u.close()
                 continue
-            held.append(u)
             ports.append(port)
+            if len(ports) == n:
+                return ports
+        raise RuntimeError(f"no {n} free ports in [{lo}, {hi})")
     finally:
         for s in held:
             s.close()
-    return ports
 
 
 def _die_with_parent() -> None:

@@ -73,7 +73,10 @@ def test_aio_lost(dev: Cluster) -> None:
 
     async def main() -> None:
         c = lockd.aio.Client(dev.addrs)
-        s = await c.session(ttl=2)
+        # Nothing here waits for the TTL: 5s, as the other tests, so that a
+        # loaded machine starving the keepalive thread for the 1.6s a 2s
+        # session allows does not lose it before the revoke.
+        s = await c.session(ttl=5)
         g = await s.lock("aio/lost")
         await c.revoke("aio/lost")
         reason = await asyncio.wait_for(g.lost_async(), timeout=15)

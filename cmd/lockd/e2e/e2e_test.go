@@ -46,23 +46,34 @@ func TestThreeNodesFormAndAcceptWritesAnywhere(t *testing.T) {
 		}
 		return true, ""
 	})
-	// Still exactly one leader, the same one, and every node agrees.
-	sts, err := c.statuses(c.nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leaders []string
-	for i, st := range sts {
-		if st.State == "leader" {
-			leaders = append(leaders, c.nodes[i].id)
+	// Exactly one leader, and every node agrees on it: the one elected
+	// first, unless the load of a CI machine starved it of its lease
+	// meanwhile (then the next one).
+	eventually(t, 20*time.Second, "one leader every node names", func() (bool, string) {
+		sts, err := c.statuses(c.nodes)
+		if err != nil {
+			return false, err.Error()
 		}
-		if st.Leader.ID != leader.id || st.Leader.HTTPAddr != leader.httpAddr {
-			t.Errorf("%s names leader %+v, want %s at %s", c.nodes[i].id, st.Leader, leader.id, leader.httpAddr)
+		var leaders []string
+		for i, st := range sts {
+			if st.State == "leader" {
+				leaders = append(leaders, c.nodes[i].id)
+			}
 		}
-	}
-	if !slices.Equal(leaders, []string{leader.id}) {
-		t.Fatalf("nodes in state leader: %v, want [%s]", leaders, leader.id)
-	}
+		if len(leaders) != 1 {
+			return false, fmt.Sprintf("nodes in state leader: %v", leaders)
+		}
+		l := c.byID(leaders[0])
+		for i, st := range sts {
+			if st.Leader.ID != l.id || st.Leader.HTTPAddr != l.httpAddr {
+				return false, fmt.Sprintf("%s names leader %+v, %s leads at %s", c.nodes[i].id, st.Leader, l.id, l.httpAddr)
+			}
+		}
+		if l != leader {
+			t.Logf("leader now %s, after %s", l.id, leader.id)
+		}
+		return true, ""
+	})
 
 	// Any node accepts writes: a session, a grant and a release through
 	// each, each seen by the other nodes.
@@ -212,7 +223,7 @@ func TestHolderAndWaiterSurviveLeaderKill(t *testing.T) {
 	t.Logf("restarted %s converged at applied_index %d", leader.id, st.AppliedIndex)
 }
 
-// TestSessionExpiryReleasesAtSameIndexEverywhere: a 1s session holding a
+// TestSessionExpiryReleasesAtSameIndexEverywhere: a 3s session holding a
 // lock stops sending keepalives; the leader expires it, which releases the
 // lock and grants the waiter in the same log entry, visible identically on
 // every node.
@@ -221,10 +232,12 @@ func TestSessionExpiryReleasesAtSameIndexEverywhere(t *testing.T) {
 	c.waitLeader(c.nodes, 30*time.Second)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 
-	s1 := must(t, "create 1s session", func(ctx context.Context) (string, error) {
-		return c.api.createSession(ctx, n1.httpAddr, "1s")
+	// 3 s, not lockstate.MinTTL's 1 s: a loaded CI machine can starve
+	// the keepalives for most of a second, which can lapse a 1 s session.
+	s1 := must(t, "create 3s session", func(ctx context.Context) (string, error) {
+		return c.api.createSession(ctx, n1.httpAddr, "3s")
 	})
-	k1 := c.api.keepAlive(t, s1, 250*time.Millisecond, addrs(c.nodes...)...)
+	k1 := c.api.keepAlive(t, s1, 750*time.Millisecond, addrs(c.nodes...)...)
 	g1 := must(t, "acquire exp/x", func(ctx context.Context) (*acquireView, error) {
 		return c.api.acquire(ctx, n1.httpAddr, s1, "h-1", "exp/x", "")
 	})
@@ -236,9 +249,9 @@ func TestSessionExpiryReleasesAtSameIndexEverywhere(t *testing.T) {
 	wCh := c.api.goAcquire(t, n2.httpAddr, s2, "w-1", "exp/x", "30s")
 	c.waitWaiters(n3, "exp/x", "w-1")
 
-	// Keepalives hold the 1s session for several TTLs.
-	eventually(t, 15*time.Second, "the 1s session kept alive for 2s", func() (bool, string) {
-		return time.Since(held) > 2*time.Second && k1.stats().oks >= 6, fmt.Sprintf("%+v", k1.stats())
+	// Keepalives hold the 3s session for two TTLs.
+	eventually(t, 20*time.Second, "the 3s session kept alive for 6s", func() (bool, string) {
+		return time.Since(held) > 6*time.Second && k1.stats().oks >= 6, fmt.Sprintf("%+v", k1.stats())
 	})
 	l := must(t, "get exp/x", func(ctx context.Context) (*lockView, error) {
 		return c.api.getLock(ctx, n3.httpAddr, "exp/x", false)
@@ -256,7 +269,7 @@ func TestSessionExpiryReleasesAtSameIndexEverywhere(t *testing.T) {
 	if rw.a.Token <= g1.Token {
 		t.Fatalf("waiter granted with token %d, not larger than the expired holder's %d", rw.a.Token, g1.Token)
 	}
-	t.Logf("waiter granted %v after the last keepalive (ttl 1s), token %d",
+	t.Logf("waiter granted %v after the last keepalive (ttl 3s), token %d",
 		time.Since(stopped).Round(time.Millisecond), rw.a.Token)
 	for _, nd := range c.nodes {
 		_, err := call(t, func(ctx context.Context) (*sessionView, error) { return c.api.getSession(ctx, nd.httpAddr, s1, false) })

@@ -376,6 +376,9 @@ type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	// NotApplied and QuorumLost are the answer's not_applied and
+	// quorum_lost (docs/api.md).
+	NotApplied, QuorumLost bool
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message) }
@@ -453,12 +456,17 @@ func (c *client) do(ctx context.Context, method, addr, path string, in, out any)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb struct {
-			Error struct{ Code, Message string } `json:"error"`
+			Error struct {
+				Code, Message string
+				NotApplied    bool `json:"not_applied"`
+				QuorumLost    bool `json:"quorum_lost"`
+			} `json:"error"`
 		}
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
 			return &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("non-JSON error body %q", b)}
 		}
-		return &apiError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		e := eb.Error
+		return &apiError{Status: resp.StatusCode, Code: e.Code, Message: e.Message, NotApplied: e.NotApplied, QuorumLost: e.QuorumLost}
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -633,14 +641,27 @@ func call[T any](t *testing.T, f func(ctx context.Context) (T, error)) (T, error
 	return f(ctx)
 }
 
-// must runs f with callTimeout and fails the test on error.
+// must runs f within callTimeout and fails the test on error. An answer
+// that says nothing was done (not_applied: no leader took the request,
+// which a node's own wait for an election can end with under load) is
+// sent again, as docs/api.md allows for any request; one whose quorum is
+// lost is not, since no leader can come before nodes return.
 func must[T any](t *testing.T, what string, f func(ctx context.Context) (T, error)) T {
 	t.Helper()
-	v, err := call(t, f)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	for {
+		v, err := f(ctx)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.NotApplied && !ae.QuorumLost && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
 	}
-	return v
 }
 
 // acquireResult is the outcome of an acquire run in the background.

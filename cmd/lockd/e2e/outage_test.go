@@ -38,13 +38,12 @@ func TestLockctlDuringAnOutage(t *testing.T) {
 	leader := c.waitLeader(c.nodes, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := c.api.createSession(ctx, leader.httpAddr, "60s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.api.acquire(ctx, leader.httpAddr, s, "", "jobs/held", "0s"); err != nil {
-		t.Fatal(err)
-	}
+	s := must(t, "create session", func(ctx context.Context) (string, error) {
+		return c.api.createSession(ctx, leader.httpAddr, "60s")
+	})
+	must(t, "acquire jobs/held", func(ctx context.Context) (*acquireView, error) {
+		return c.api.acquire(ctx, leader.httpAddr, s, "", "jobs/held", "0s")
+	})
 	survivor := c.others(leader)[0]
 	c.waitConverged(c.nodes, 20*time.Second)
 	for _, nd := range c.others(survivor) {
