@@ -1,7 +1,8 @@
-# lockd — make targets. `make test` is the test command CI runs.
+# lockd — make targets. `make test` is the test command CI runs: vet,
+# staticcheck, every Go test with the race detector, the Python tests.
 GO ?= go
 
-.PHONY: test vet lint unit python-test race bench fuzz build docker doc-docker jepsen-smoke jepsen-full
+.PHONY: test test-elections vet lint unit python-test bench fuzz build docker doc-docker jepsen-smoke jepsen-full
 
 test: vet lint unit python-test
 
@@ -12,14 +13,21 @@ vet:
 lint:
 	$(GO) tool staticcheck ./...
 
-# Packages whose tests build and run lockd binaries themselves
-# (lockdtest.Main): go test's cache cannot see those binaries change, so
-# their results are never taken from it.
-SPAWNING = ./api/client ./cmd/lockctl ./cmd/lockd/e2e ./jepsen/workload
+# The Go tests, once, with the race detector on. -timeout is per test
+# binary (per package): a hang is cut there, and its panic names the
+# package and the tests that were running, well inside CI's budget.
+# gotestsum (pinned as a tool in go.mod) prints a line a package and the
+# output of each failed test, and keeps go test's JSON events in
+# $(TESTOUT) for .ci/failures. Packages that start lockd binaries they
+# build themselves (lockdtest) are cached only while those binaries'
+# sources are unchanged.
+GOTESTFLAGS ?= -race -timeout 6m
+TESTOUT ?= .ci/out
+GOTESTSUM = $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 unit:
 	@command -v chromium >/dev/null || echo "note: chromium is not installed: the dashboard's browser tests (api TestUI*) will be skipped; as root: apt-get install -y chromium (.ci/run does), then make test"
-	$(GO) test $$($(GO) list ./... | grep -v -e '/api/client$$' -e '/cmd/lockctl$$' -e '/cmd/lockd/e2e$$' -e '/jepsen/workload$$')
-	$(GO) test -count=1 $(SPAWNING)
+	@mkdir -p $(TESTOUT)
+	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test.json -- $(GOTESTFLAGS) ./...
 
 # The Python client's tests (api/python/tests): pytest against lockd
 # processes the tests build with $(GO) and start on free loopback ports.
@@ -27,6 +35,8 @@ unit:
 # installed from Debian's packages when missing (as .ci/run does).
 PYTHON ?= /usr/bin/python3
 PYTHON_DEBS = python3-pytest python3-venv python3-setuptools
+# The whole pytest run's deadline: a hang is cut here, named, not by CI.
+PYTEST_TIMEOUT ?= 6m
 python-test:
 	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		echo "python-test: installing $(PYTHON_DEBS)" && apt-get update -qq && \
@@ -34,10 +44,22 @@ python-test:
 		echo "python-test: '$(PYTHON) -m pytest' is not available. Install it (as root) with:"; \
 		echo "    apt-get install -y $(PYTHON_DEBS)"; \
 		echo "or run make with PYTHON=<a python that has pytest>."; exit 1; }
-	cd api/python && LOCKD_GO="$(GO)" PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests
+	cd api/python && LOCKD_GO="$(GO)" PYTHONDONTWRITEBYTECODE=1 timeout -k 10s $(PYTEST_TIMEOUT) \
+		$(PYTHON) -m pytest -q -rfE -p no:cacheprovider tests || { rc=$$?; \
+		[ $$rc = 124 ] && echo "python-test: pytest ran past $(PYTEST_TIMEOUT) and was stopped"; exit $$rc; }
 
-race:
-	$(GO) test -race ./...
+# Every test under provoked elections: raft's timing of every test
+# cluster cut to LOCKD_TEST_TIMING (lockdtest.Timing; 0.05: heartbeats and
+# elections of 50 ms) and one P per test binary, so that leaders change
+# mid-test. A test that cannot hold while leaders change says why and
+# skips (lockdtest.ProvokedElections). Not cached: elections differ from
+# run to run.
+ELECTION_TIMING ?= 0.05
+test-elections:
+	@mkdir -p $(TESTOUT)
+	LOCKD_TEST_TIMING=$(ELECTION_TIMING) $(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-elections.json -- \
+		-race -timeout 8m -count=1 -cpu 1 ./...
+	LOCKD_TEST_TIMING=$(ELECTION_TIMING) $(MAKE) python-test
 
 # Benchmarks of the engine (see docs/performance.md for the numbers).
 bench:
@@ -71,7 +93,9 @@ docker:
 # refuses to run while project lockd has containers or volumes. About a
 # minute.
 doc-docker:
-	LOCKD_DOC_DOCKER=1 $(GO) test -count=1 -timeout 30m -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
+	@mkdir -p $(TESTOUT)
+	LOCKD_DOC_DOCKER=1 $(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-doc-docker.json -- \
+		-count=1 -timeout 10m -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
 
 # Jepsen-style fault injection against the docker compose cluster
 # (docs/jepsen.md). The smoke run (jepsen/smoke.sh, under 5 minutes): 3

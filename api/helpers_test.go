@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockd/lockd/api"
 	"github.com/lockd/lockd/api/wire"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/raftnode"
 )
 
@@ -79,7 +80,7 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	// listener closed before Open could be taken meanwhile (by another
 	// package's connection, whose source ports come from the same range).
 	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: dir, RaftBind: "127.0.0.1:0",
-		Logger: logger, Timing: 0.5}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
+		Logger: logger, Timing: lockdtest.Timing(0.5)}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}

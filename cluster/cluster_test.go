@@ -94,7 +94,7 @@ func (tn *testNode) start(join ...string) {
 	dir := new(Directory)
 	node, err := raftnode.Open(raftnode.Config{
 		ID: tn.id, DataDir: tn.dir, RaftBind: tn.raft,
-		Logger: testLogger(tn.id), Timing: 0.5,
+		Logger: testLogger(tn.id), Timing: lockdtest.Timing(0.5),
 	})
 	if err != nil {
 		tn.t.Fatalf("open %s: %v", tn.id, err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +23,8 @@ import (
 // and election timeouts, 250ms lease, 25ms commit. At a quarter of raft's
 // defaults, followers of a two-core machine at load 20 (the jepsen smoke
 // beside go test) missed heartbeats and leaders changed mid-test.
-// LOCKD_TEST_TIMING overrides it.
-var testTiming = func() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("LOCKD_TEST_TIMING"), 64); err == nil && v > 0 {
-		return v
-	}
-	return 0.5
-}()
+// LOCKD_TEST_TIMING (lockdtest.Timing) overrides it.
+var testTiming = lockdtest.Timing(0.5)
 
 // testLogger is silent unless LOCKD_TEST_LOG is set (e.g. to "debug").
 func testLogger(t testing.TB, id string) hclog.Logger {

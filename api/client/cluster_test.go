@@ -37,13 +37,8 @@ type procCluster struct {
 }
 
 // raftTiming is the --raft-timing of the cluster tests: elections of a
-// few hundred ms keep the tests short; LOCKD_CLIENT_RAFT_TIMING overrides.
-func raftTiming() string {
-	if v := os.Getenv("LOCKD_CLIENT_RAFT_TIMING"); v != "" {
-		return v
-	}
-	return "0.5"
-}
+// few hundred ms keep the tests short; LOCKD_TEST_TIMING overrides.
+func raftTiming() string { return lockdtest.TimingFlag(0.5) }
 
 // startCluster starts n nodes; extra flags (e.g. --acl) go to each.
 func startCluster(t *testing.T, n int, extra ...string) *procCluster {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/lockd/lockd/api"
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/raftnode"
 )
 
@@ -47,7 +48,7 @@ func startDevNode(tweak func(*api.Config)) (*devNode, error) {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "dev", Level: hclog.Error, Output: io.Discard})
 	peer := func(id string) (string, bool) { return n.Addr, id == "dev" }
 	n.node, err = raftnode.Open(raftnode.Config{ID: "dev", DataDir: dir, RaftBind: "127.0.0.1:0",
-		Logger: logger, Timing: 0.1})
+		Logger: logger, Timing: lockdtest.Timing(0.1)})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("open raft: %w", err)

@@ -78,7 +78,8 @@ func startDevOn(t *testing.T, pki string, extra ...string) (string, *os.Process,
 		t.Fatal(err)
 	}
 	// A data dir of the test's: a --dev node killed by a test cannot remove its own.
-	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "warn"}, extra...)
+	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "warn",
+		"--raft-timing", lockdtest.TimingFlag(0.1)}, extra...)
 	hc, base := http.DefaultClient, "http://"+addr
 	if pki != "" {
 		ca, cert, key := filepath.Join(pki, "ca.pem"), filepath.Join(pki, "dev.pem"), filepath.Join(pki, "dev-key.pem")

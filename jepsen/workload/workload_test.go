@@ -24,7 +24,8 @@ func startDev(t *testing.T, flags ...string) string {
 		t.Skip("needs the lockd binary (not built with -short)")
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(t, 1)[0])
-	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "error"}, flags...)
+	args := append([]string{"--dev", "--data-dir", t.TempDir(), "--http-addr", addr, "--log-level", "error",
+		"--raft-timing", lockdtest.TimingFlag(0.1)}, flags...)
 	cmd := exec.Command(lockdBin, args...) // killed: its own data dir would stay
 	if err := lockdtest.Start(cmd); err != nil {
 		t.Fatal(err)

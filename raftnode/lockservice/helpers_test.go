@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode"
 	"github.com/lockd/lockd/raftnode/lockservice"
@@ -22,7 +23,7 @@ func startService(t *testing.T, cfg raftnode.Config, wrap func(*raftnode.Node) l
 	// The node binds port 0 itself and keeps it: a port found free by a
 	// listener closed before Open could be taken meanwhile (by another
 	// package's connection, whose source ports come from the same range).
-	cfg.ID, cfg.DataDir, cfg.RaftBind, cfg.Timing = "n1", t.TempDir(), "127.0.0.1:0", 0.1
+	cfg.ID, cfg.DataDir, cfg.RaftBind, cfg.Timing = "n1", t.TempDir(), "127.0.0.1:0", lockdtest.Timing(0.1)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Warn, Output: io.Discard})
 	node, err := raftnode.Open(cfg)
 	if err != nil {

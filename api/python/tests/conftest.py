@@ -34,8 +34,9 @@ sys.path.insert(0, str(PACKAGE))
 import lockd  # noqa: E402
 
 # Election timeouts scale with this (lockd --raft-timing): short keeps the
-# tests quick; LOCKD_PY_RAFT_TIMING overrides on slow machines.
-RAFT_TIMING = os.environ.get("LOCKD_PY_RAFT_TIMING", "0.5")
+# tests quick; LOCKD_TEST_TIMING overrides it, as for the Go tests
+# (make test-elections).
+RAFT_TIMING = os.environ.get("LOCKD_TEST_TIMING", "0.5")
 START_TIMEOUT = 60.0
 
 

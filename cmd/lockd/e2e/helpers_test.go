@@ -49,12 +49,9 @@ type cluster struct {
 	api   *client
 }
 
-func raftTiming() string {
-	if v := os.Getenv("LOCKD_E2E_RAFT_TIMING"); v != "" {
-		return v
-	}
-	return "1"
-}
+// raftTiming is every node's --raft-timing: production's, unless
+// LOCKD_TEST_TIMING says otherwise.
+func raftTiming() string { return lockdtest.TimingFlag(1) }
 
 // raftLogArgs is --raft-log $LOCKD_E2E_RAFT_LOG when it is set (bolt:
 // the tests on the store of older data dirs), nothing otherwise (the

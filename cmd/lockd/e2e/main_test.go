@@ -13,7 +13,7 @@
 //
 // Environment:
 //
-//	LOCKD_E2E_RAFT_TIMING  --raft-timing for every node (default 1, production)
+//	LOCKD_TEST_TIMING      --raft-timing for every node (default 1, production)
 //	LOCKD_E2E_LOG_LEVEL    --log-level for every node (default info)
 //	LOCKD_E2E_LOGS=1       print every node's log tail even when a test passes
 //	LOCKD_E2E_LONG=1       also run the slow snapshot catch-up test (~5 min)

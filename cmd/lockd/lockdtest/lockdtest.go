@@ -10,6 +10,7 @@
 package lockdtest
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -17,25 +18,80 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 )
 
 // Build builds github.com/lockd/lockd/<pkg> (e.g. "cmd/lockd") statically
-// into dir and returns the binary's path.
+// into dir and returns the binary's path. It also notes the source files
+// the binary is built from, which Start looks at (inputs).
 func Build(dir, pkg string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("no go command: %w", err)
 	}
+	path := "github.com/lockd/lockd/" + pkg
+	if err := inputs.note(goTool, path); err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/lockd/lockd/"+pkg)
+	cmd := exec.Command(goTool, "build", "-o", bin, path)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 	}
 	return bin, nil
+}
+
+// inputs are the files of this module that the binaries Build built are
+// made from, with go.mod and go.sum. go test caches a test binary's
+// result together with the files it opened or statted while its tests
+// ran (and the environment variables it read), and reports it again only
+// while they are unchanged; a binary built from sources the tests never
+// looked at would be tested once and its old result reported ever after.
+// So the first Start stats them all: a test that starts a built binary
+// makes its result depend on that binary's sources. (Build runs before
+// m.Run, when go test does not yet record what the binary looks at.)
+var inputs = new(buildInputs)
+
+// buildInputs: see inputs.
+type buildInputs struct {
+	sync.Mutex
+	names []string
+	once  sync.Once
+}
+
+// note adds the sources of the package at path to inputs.
+func (in *buildInputs) note(goTool, path string) error {
+	const files = `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}` +
+		`{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}` +
+		`{{end}}{{end}}`
+	out, err := exec.Command(goTool, "list", "-deps", "-f", files, path).Output()
+	if err != nil {
+		return fmt.Errorf("list the sources of %s: %w", path, err)
+	}
+	names := strings.Fields(string(out))
+	if mod, err := exec.Command(goTool, "env", "GOMOD").Output(); err == nil && len(bytes.TrimSpace(mod)) > 0 {
+		gomod := string(bytes.TrimSpace(mod))
+		names = append(names, gomod, strings.TrimSuffix(gomod, ".mod")+".sum")
+	}
+	in.Lock()
+	in.names = append(in.names, names...)
+	in.Unlock()
+	return nil
+}
+
+// look stats every input once per test binary (see inputs).
+func (in *buildInputs) look() {
+	in.once.Do(func() {
+		in.Lock()
+		defer in.Unlock()
+		for _, name := range in.names {
+			_, _ = os.Stat(name) // recorded by go test, also when missing
+		}
+	})
 }
 
 // spawnc carries process starts to the spawner goroutine, whose OS thread
@@ -61,6 +117,7 @@ var live = struct {
 // Start starts cmd so that it dies with the test process, and tracks it
 // until Exited.
 func Start(cmd *exec.Cmd) error {
+	inputs.look()
 	spawnOnce.Do(func() { go spawner() })
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errc := make(chan error, 1)
