@@ -53,14 +53,32 @@ func TestLeaderWhoseDiskFails(t *testing.T) {
 		asked := stopAsked[cfg.ID]
 		cfg.StoreFailed = func(err error) { asked <- err }
 	})
-	sick := c.leader()
-	first := createSession(t, sick.get(), time.Minute)
+	first := createSession(t, c.leader().get(), time.Minute)
 	c.converged()
-	failing[sick.id].Store(true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, _, err := sick.get().Propose(ctx, &lockstate.CreateSession{Name: "unknown outcome", TTL: time.Minute})
+	var sick *testNode
+	var res *lockstate.Result
+	var err error
+	for {
+		// proposeLocal, not Propose: a node that no longer leads must not
+		// forward the proposal to a leader whose disk works.
+		sick = c.leader()
+		failing[sick.id].Store(true)
+		res, _, err = sick.get().proposeLocal(ctx, &lockstate.CreateSession{Name: "unknown outcome", TTL: time.Minute})
+		if !errors.Is(err, errRetry) {
+			break
+		}
+		// Leadership moved before the proposal (nothing was appended):
+		// heal the node and try on the next leader. A follower's failed
+		// write asked to stop meanwhile: that is not what is tested.
+		failing[sick.id].Store(false)
+		select {
+		case <-stopAsked[sick.id]:
+		default:
+		}
+	}
 	if !errors.Is(err, ErrUnknownOutcome) {
 		// Not "applied", and not "safe to repeat" either: the API says
 		// 503 and what may be repeated.
