@@ -29,6 +29,10 @@ const (
 	CodeNotFound = "not_found"
 	// CodeInternal: a bug or an unexpected failure of this node.
 	CodeInternal = "internal"
+	// CodeMemberAlive: DELETE /v1/members/{id} of a member the leader's
+	// gossip sees alive; the leader would add it back, so nothing was
+	// removed.
+	CodeMemberAlive = "member_alive"
 )
 
 // Error is a failure with the HTTP status it is answered with.
@@ -58,6 +62,15 @@ func invalid(format string, args ...any) *Error {
 // noLeader is the 503 a client retries on.
 func noLeader(format string, args ...any) *Error {
 	return errorf(http.StatusServiceUnavailable, CodeNoLeader, format, args...)
+}
+
+// memberAlive is the 409 of a removal the leader refused because the
+// member is alive (lockservice.ErrMemberAlive): it must leave, or be
+// stopped and then removed.
+func memberAlive(id string) *Error {
+	return errorf(http.StatusConflict, CodeMemberAlive, "%[1]s is alive as the leader's gossip sees it, "+
+		"and the leader would add it back: make it leave with `lockd leave` on %[1]s (or `lockctl member leave %[1]s`), "+
+		"or stop it and remove it once the cluster sees it dead (within about 10 s); nothing was removed", id)
 }
 
 // codeStatus maps the table's error codes to HTTP statuses (API.md).

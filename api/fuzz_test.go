@@ -18,7 +18,7 @@ var documentedCodes = map[string]bool{
 	"invalid_request": true, "unauthorized": true, "forbidden": true, "session_not_found": true,
 	"request_not_found": true, "lock_not_found": true, "token_not_found": true, "timeout": true,
 	"deadlock": true, "poorly_ordered_access": true, "not_held": true, "limit_mismatch": true,
-	"limit_exceeded": true, "cancelled": true, "no_leader": true, "not_found": true,
+	"limit_exceeded": true, "cancelled": true, "no_leader": true, "not_found": true, "member_alive": true,
 }
 
 var fuzzMethods = []string{"GET", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"}

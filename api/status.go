@@ -98,6 +98,6 @@ func (s *Server) leave(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("this node has no cluster membership to leave (--dev)"))
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"node_id": s.node.Status().ID, "leaving": true})
+	writeJSON(w, http.StatusAccepted, wire.LeaveResponse{NodeID: s.node.Status().ID, Leaving: true})
 	go s.cfg.Leave()
 }

@@ -121,3 +121,36 @@ func TestThreeNodes(t *testing.T) {
 	// Writes still commit with two of two voters.
 	f1.mustGrant(a, "after/removal", "write")
 }
+
+// TestRemoveLiveMember: a removal the leader refuses because the member is
+// alive (its remove rule, which gossip sets in lockd) answers 409
+// member_alive through any node, naming `lockd leave`, and removes
+// nothing.
+func TestRemoveLiveMember(t *testing.T) {
+	ns := threeNodes(t, nodeOptions{})
+	for _, n := range ns {
+		n.node.SetRemoveRule(func(string) bool { return true }) // every member alive
+	}
+	for _, via := range ns {
+		// A member that does not lead: the leader refuses to remove
+		// itself (400) before it asks the rule.
+		var target *testNode
+		var r resp
+		waitFor(t, 20*time.Second, "an answer about a member that does not lead", func() bool {
+			for _, n := range ns {
+				if n.node.Status().State != "leader" {
+					target = n
+				}
+			}
+			r = via.do("DELETE", "/v1/members/"+target.id, nil)
+			return r.status != http.StatusBadRequest
+		})
+		msg := checkErr(t, r, http.StatusConflict, "member_alive", "removing live "+target.id+" through "+via.id)
+		if !strings.Contains(msg, "`lockd leave` on "+target.id) {
+			t.Errorf("message %q does not say to run `lockd leave` on %s", msg, target.id)
+		}
+	}
+	if servers, err := ns[0].node.Servers(); err != nil || len(servers) != 3 {
+		t.Fatalf("servers after refused removals = %+v, %v", servers, err)
+	}
+}

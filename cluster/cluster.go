@@ -221,6 +221,9 @@ func Start(cfg Config, node *raftnode.Node) (*Cluster, error) {
 	if cfg.Directory != nil {
 		cfg.Directory.Set(c)
 	}
+	// The rule that keeps an operator from removing what reconciliation
+	// would add back is reconciliation's own, so the cluster sets it.
+	node.SetRemoveRule(c.live)
 	c.wg.Add(2)
 	go c.run()
 	go c.reconnect()

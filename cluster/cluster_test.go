@@ -332,16 +332,8 @@ func TestKilledNodeStaysAndRejoins(t *testing.T) {
 	waitFor(t, 15*time.Second, victim.id+" to be seen as dead", func() bool { return status(lc, victim.id) == StatusDead })
 	// Let the leader (whichever it is by now) reconcile a few times after
 	// the failure.
-	rounds := func() (sum uint64) {
-		for _, tn := range nodes {
-			if _, c := tn.get(); c != nil {
-				sum += c.reconciles.Load()
-			}
-		}
-		return sum
-	}
-	before := rounds()
-	waitFor(t, 10*time.Second, "reconciliation rounds", func() bool { return rounds() >= before+3 })
+	before := reconciles(nodes)
+	waitFor(t, 10*time.Second, "reconciliation rounds", func() bool { return reconciles(nodes) >= before+3 })
 	ln, _ := leader(t, nodes...).get()
 	if got := voters(ln); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("voters after a failure: %v, want all three", got)

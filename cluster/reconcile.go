@@ -80,7 +80,7 @@ func (c *Cluster) plan() (add []member, remove []nodeMeta, err error) {
 	for _, m := range c.members {
 		s, ok := inConfig[m.meta.ID]
 		switch {
-		case m.status == StatusAlive && !c.leftGracefully(m) && (!ok || s.addr != m.meta.Raft || !s.voter):
+		case c.wanted(m) && (!ok || s.addr != m.meta.Raft || !s.voter):
 			add = append(add, *m)
 		case ok && m.meta.ID != c.cfg.ID && c.cfg.VerifyPeer == nil && m.status != StatusAlive &&
 			(m.status == StatusLeft || c.leftGracefully(m)):
@@ -88,6 +88,34 @@ func (c *Cluster) plan() (add []member, remove []nodeMeta, err error) {
 		}
 	}
 	return add, remove, nil
+}
+
+// wanted reports whether m belongs in the raft configuration as gossip
+// sees it: alive, and its current instance did not announce that it
+// leaves. Reconciliation adds such a member whenever it is missing (once
+// admit accepts it); c.mu must be held.
+func (c *Cluster) wanted(m *member) bool {
+	return m.status == StatusAlive && !c.leftGracefully(m)
+}
+
+// live is the leader's remove rule (raftnode.Node.SetRemoveRule): an
+// operator's removal of a member reconciliation wants is refused, as the
+// member would be added back within a round.
+//
+// Alive includes suspect: memberlist v0.6.0 does not report suspicion
+// (memberlist #293), and a suspect member may refute it (a slow or
+// briefly cut off node) and be added back. A killed node is declared
+// dead after memberlist's suspicion timeout (about 6–8 s with lockd's
+// LAN settings, 3 or 5 nodes), and then its removal lasts. A member
+// gossip has not seen (unknown), or one that left, is not added back,
+// so it may be removed. A dead member removed that comes back later is
+// added again by reconciliation, by design, as after Consul's
+// force-leave: the removal is for a node gone for good.
+func (c *Cluster) live(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[id]
+	return m != nil && c.wanted(m)
 }
 
 // admit decides whether a member may become a voter. It must answer a
@@ -167,7 +195,7 @@ func (c *Cluster) removeThroughLeader(timeout time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := c.node.RemoveMember(ctx, c.cfg.ID); err != nil {
+	if err := c.node.RemoveSelf(ctx); err != nil {
 		c.logger.Warn("leaving: the leader did not remove this node; an operator can (DELETE /v1/members/{id})",
 			"error", err)
 	}

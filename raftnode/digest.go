@@ -37,7 +37,8 @@ const divergedFile = "DIVERGED"
 
 // divergedRemedy tells the operator what to do about a diverged node.
 const divergedRemedy = "this node's lock table differs from the leader's at the same applied index: its state has diverged " +
-	"and it serves nothing until an operator acts: remove it from the cluster (DELETE /v1/members/<id> on another node), " +
+	"and it serves nothing until an operator acts: stop it, remove it from the cluster (lockctl member remove --wait 30s <id>, " +
+	"or DELETE /v1/members/<id>, on another node: a node still running is refused), " +
 	"move its data dir away (DIVERGED file included) and start it again with an empty one and --join: it is added back " +
 	"and receives a snapshot from the leader (\"Restore one node\" in docs/operations.md). Deleting only the DIVERGED file " +
 	"brings the diverged state back into service"

@@ -54,6 +54,7 @@ const (
 	codeUnknownOutcome  = "unknown_outcome" // the command may have committed
 	codeSessionNotFound = "session_not_found"
 	codeRemoveLeader    = "remove_leader"
+	codeMemberAlive     = "member_alive"
 	codeTooLarge        = "answer_too_large" // applied, but the answer is over maxReplyBody
 	// codeNotMember: the caller is not (yet, or no longer) a server of the
 	// leader's configuration; nothing was done. A node that is joining
@@ -98,6 +99,9 @@ type keepAliveRequest struct {
 
 type removeRequest struct {
 	ID string `msgpack:"id"`
+	// Leaving: the caller, which must be ID, leaves for good (RemoveSelf).
+	// A leader of an older build ignores it and removes ID anyway.
+	Leaving bool `msgpack:"leaving,omitempty"`
 }
 
 // forwardPropose sends cmd to the leader, without a timestamp: the leader
@@ -235,6 +239,8 @@ func (rep *wireReply) err(addr string) error {
 		return ErrSessionNotFound
 	case codeRemoveLeader:
 		return ErrRemoveLeader
+	case codeMemberAlive:
+		return ErrMemberAlive
 	case codeTooLarge:
 		return fmt.Errorf("%w: leader at %s: %s", ErrAnswerLost, addr, rep.Message)
 	default:
@@ -318,7 +324,14 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode remove: " + err.Error()})
 		return
 	}
-	if err := n.removeMemberLocal(req.ID); err != nil {
+	if req.Leaving && n.caller(r) != req.ID {
+		// Skipping the remove rule is for a node that leaves, and
+		// only it may say so.
+		writeReply(w, http.StatusForbidden, wireReply{Code: codeError,
+			Message: fmt.Sprintf("%q cannot remove %q as leaving: only a node itself leaves", n.caller(r), req.ID)})
+		return
+	}
+	if err := n.removeMemberLocal(req.ID, req.Leaving); err != nil {
 		n.replyError(w, err)
 		return
 	}
@@ -330,10 +343,22 @@ func (n *Node) handleDigest(w http.ResponseWriter, r *http.Request) {
 	writeReply(w, http.StatusOK, wireReply{Index: index, Digest: digest[:]})
 }
 
-// forwardRemove asks the leader to remove server id. Removing is
-// idempotent, so a broken call may simply be tried again.
-func (n *Node) forwardRemove(ctx context.Context, addr, id string) error {
-	body, err := msgpack.Marshal(removeRequest{ID: id})
+// caller is the node an internal call comes from: the name in its node
+// certificate, or, without TLS (no names to prove anything), the id it
+// sends along.
+func (n *Node) caller(r *http.Request) string {
+	if n.cfg.PeerServerTLS == nil {
+		return r.Header.Get(headerForwarder)
+	}
+	peer, _ := r.Context().Value(peerNameKey{}).(peerCert)
+	return peer.name
+}
+
+// forwardRemove asks the leader to remove server id (leaving: id is this
+// node, leaving). Removing is idempotent, so a broken call may simply be
+// tried again.
+func (n *Node) forwardRemove(ctx context.Context, addr, id string, leaving bool) error {
+	body, err := msgpack.Marshal(removeRequest{ID: id, Leaving: leaving})
 	if err != nil {
 		return fmt.Errorf("raftnode: encode remove: %w", err)
 	}
@@ -352,6 +377,8 @@ func (n *Node) replyError(w http.ResponseWriter, err error) {
 		writeReply(w, http.StatusNotFound, wireReply{Code: codeSessionNotFound, Message: err.Error()})
 	case errors.Is(err, ErrRemoveLeader):
 		writeReply(w, http.StatusBadRequest, wireReply{Code: codeRemoveLeader, Message: err.Error()})
+	case errors.Is(err, ErrMemberAlive):
+		writeReply(w, http.StatusConflict, wireReply{Code: codeMemberAlive, Message: err.Error()})
 	default:
 		n.logger.Error("internal call failed", "error", err)
 		writeReply(w, http.StatusInternalServerError, wireReply{Code: codeError, Message: err.Error()})

@@ -102,22 +102,53 @@ func (n *Node) RemoveServer(id string) error {
 	return nil
 }
 
+// SetRemoveRule sets which members the leader refuses to remove on an
+// operator's request (RemoveMember): live reports whether the cluster's
+// membership would add server id back at once, so that removing it would
+// not last (with gossip: a member seen alive). nil (the default) refuses
+// none.
+func (n *Node) SetRemoveRule(live func(id string) bool) {
+	if live == nil {
+		n.removeRule.Store(nil)
+		return
+	}
+	n.removeRule.Store(&live)
+}
+
 // RemoveMember removes server id from the configuration through the
 // leader (forwarded from a follower), for a node that is gone for good.
 // The leader refuses to remove itself (ErrRemoveLeader): it must leave,
-// which hands leadership over first.
+// which hands leadership over first. It refuses a member its remove rule
+// calls live (ErrMemberAlive): that member would be added back.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	return n.leaderCall(ctx,
-		func(context.Context) error { return n.removeMemberLocal(id) },
-		func(ctx context.Context, addr string) error { return n.forwardRemove(ctx, addr, id) })
+		func(context.Context) error { return n.removeMemberLocal(id, false) },
+		func(ctx context.Context, addr string) error { return n.forwardRemove(ctx, addr, id, false) })
 }
 
-func (n *Node) removeMemberLocal(id string) error {
+// RemoveSelf takes this node out of the configuration through the
+// leader, as it leaves for good. Unlike RemoveMember the leader does not
+// ask its remove rule: a leaving node is alive until it has left, and
+// is not added back once it has. A leader must remove itself instead
+// (RemoveServer), and gets ErrRemoveLeader here.
+func (n *Node) RemoveSelf(ctx context.Context) error {
+	id := n.cfg.ID
+	return n.leaderCall(ctx,
+		func(context.Context) error { return n.removeMemberLocal(id, true) },
+		func(ctx context.Context, addr string) error { return n.forwardRemove(ctx, addr, id, true) })
+}
+
+// removeMemberLocal removes id on this node, the leader; leaving: id
+// asked for it as it leaves (RemoveSelf), so the remove rule is skipped.
+func (n *Node) removeMemberLocal(id string, leaving bool) error {
 	if n.raft.State() != raft.Leader {
 		return fmt.Errorf("%w: remove %s", errRetry, id)
 	}
 	if id == n.cfg.ID {
 		return ErrRemoveLeader
+	}
+	if live := n.removeRule.Load(); !leaving && live != nil && (*live)(id) {
+		return ErrMemberAlive
 	}
 	err := n.RemoveServer(id)
 	if errors.Is(err, ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {

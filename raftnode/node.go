@@ -40,6 +40,11 @@ var (
 	// ErrRemoveLeader: RemoveMember was asked to remove the leader itself,
 	// which must leave instead (handing leadership over first).
 	ErrRemoveLeader = errors.New("raftnode: the leader cannot remove itself; make it leave")
+	// ErrMemberAlive: RemoveMember was asked to remove a member that the
+	// leader's membership would add back at once (gossip sees it alive),
+	// so the removal would not last (SetRemoveRule). It must leave, or be
+	// stopped first.
+	ErrMemberAlive = errors.New("raftnode: the member is alive and would be added back; make it leave, or stop it first")
 	// ErrNotLeader: a membership change (AddVoter, RemoveServer) was asked
 	// of a node that is not the leader. It is raft's own error, so
 	// errors.Is works with either name.
@@ -183,6 +188,7 @@ type Node struct {
 	formatGate atomic.Pointer[func() int]        // SetLogFormat
 	awaiter    atomic.Pointer[Awaiter]           // SetAwaiter
 	joinRule   atomic.Pointer[func(string) bool] // SetJoinRule
+	removeRule atomic.Pointer[func(string) bool] // SetRemoveRule
 	raftUp     atomic.Pointer[raft.Raft]         // raft, once started: the node port's admission reads it
 
 	// lead is the running leader duties once they are ready (barrier

@@ -214,7 +214,7 @@ func TestInternalRPCAnswersOnlyMembers(t *testing.T) {
 	// Refused as "not (yet) a member": nothing done, so a joining node
 	// asks again until the leader has added it (a fresh replacement in
 	// the jepsen membership nemesis answered 500 before this).
-	if err := outsider.forwardRemove(ctx, l.raftAddr, victim.id); !errors.Is(err, errRetry) {
+	if err := outsider.forwardRemove(ctx, l.raftAddr, victim.id, false); !errors.Is(err, errRetry) {
 		t.Fatalf("a non-member's certificate removing a voter: %v, want a refusal to retry", err)
 	}
 	if _, _, err := outsider.forwardPropose(ctx, l.raftAddr, &lockstate.CreateSession{TTL: time.Minute}); !errors.Is(err, errRetry) {

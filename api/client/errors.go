@@ -24,6 +24,7 @@ const (
 	CodeNoLeader            = "no_leader"
 	CodeLimitExceeded       = "limit_exceeded"
 	CodeTokenNotFound       = "token_not_found"
+	CodeMemberAlive         = "member_alive"
 )
 
 // Error is an error answer of the lockd API, or an error of this client
@@ -76,12 +77,17 @@ var (
 	ErrForbidden           = &Error{Code: CodeForbidden, Message: "the token does not allow it"}
 	ErrLimitExceeded       = &Error{Code: CodeLimitExceeded, Message: "a configured limit refused it"}
 	ErrTokenNotFound       = &Error{Code: CodeTokenNotFound, Message: "token not found"}
+	ErrMemberAlive         = &Error{Code: CodeMemberAlive, Message: "the member is alive: make it leave, or stop it first"}
 
 	// ErrLocked is what TryLock returns when the lock is not free right
 	// now. It is ErrTimeout under a friendlier name (a wait of 0 that
 	// ran out), so errors.Is matches either.
 	ErrLocked = ErrTimeout
 )
+
+// ErrUnknownMember: Leave named a node the cluster does not list (or
+// whose address answers as another node).
+var ErrUnknownMember = errors.New("lockd: no such member")
 
 // ErrSessionClosed is returned by operations on a Session after Close.
 var ErrSessionClosed = errors.New("lockd: session closed")

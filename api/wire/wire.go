@@ -334,6 +334,19 @@ type Member struct {
 	Status     string `json:"status"` // gossip status ("alive", "suspect", "dead", "left"), "unknown" when gossip has not seen it
 }
 
+// RemoveMemberResponse answers DELETE /v1/members/{id}: the id removed
+// and the members afterwards.
+type RemoveMemberResponse struct {
+	Removed string   `json:"removed"`
+	Members []Member `json:"members"`
+}
+
+// LeaveResponse answers POST /v1/agent/leave: the node that is leaving.
+type LeaveResponse struct {
+	NodeID  string `json:"node_id"`
+	Leaving bool   `json:"leaving"`
+}
+
 // Rule is one prefix rule of a token.
 type Rule struct {
 	Prefix string `json:"prefix"`

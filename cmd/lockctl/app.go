@@ -20,7 +20,7 @@ const (
 	exitOK          = 0
 	exitFalse       = 1  // a negative answer: check invalid, get/session/release not found
 	exitUsage       = 64 // EX_USAGE
-	exitDataErr     = 65 // EX_DATAERR: the server refused the request
+	exitDataErr     = 65 // EX_DATAERR: the server refused the request (invalid, or a member alive)
 	exitUnavailable = 69 // EX_UNAVAILABLE: unreachable or no leader
 	exitInternal    = 70 // EX_SOFTWARE
 	exitNotAcquired = 73 // lock not had within --wait
@@ -60,7 +60,9 @@ Usage:
   lockctl locks [--prefix P] [--stale] [--json]
   lockctl get [--stale] [--json] NAME
   lockctl check [--json] NAME TOKEN
-  lockctl members [--json]
+  lockctl members [--json]                    (also: lockctl member list)
+  lockctl member remove [--wait D] [--json] ID
+  lockctl member leave [--json] ID
   lockctl watch [--timeout D] [--json] NAME
   lockctl session create [--ttl D] [--name N] [--json]
   lockctl session list [--json]
@@ -96,10 +98,12 @@ Exit codes:
   0       success (lock: the command exited 0)
   1       a negative answer: check: token not valid; get: nobody holds or
           waits for NAME; session show/delete, release: no such session;
-          release: the session does not hold NAME
+          release: the session does not hold NAME; member leave: no such
+          member
   1-125   lock: the command's own exit code
   64      usage error
-  65      the server refused the request as invalid (e.g. a --limit mismatch)
+  65      the server refused the request: invalid (e.g. a --limit mismatch), or
+          member remove of a node the cluster sees alive (409 member_alive)
   69      unavailable: no node reachable, or no leader
   70      internal error
   73      lock: not acquired within --wait (the holders are named)
@@ -136,6 +140,7 @@ var commands = map[string]command{
 	"get":     runGet,
 	"check":   runCheck,
 	"members": runMembers,
+	"member":  runMember,
 	"session": runSession,
 	"release": runRelease,
 	"watch":   runWatch,
@@ -182,14 +187,14 @@ func hoistGlobals(args []string) ([]string, error) {
 
 // commandWords is how many words of args name the command, where the
 // flags hoisted from before it go: "session list", "acl bootstrap",
-// "acl tokens" and "acl token create" take their flags after all their
-// words.
+// "acl tokens", "acl token create" and "member remove" take their flags
+// after all their words.
 func commandWords(args []string) int {
 	n := 1
 	switch {
 	case args[0] == "acl" && len(args) > 1 && args[1] == "token":
 		n = 3
-	case args[0] == "session" || args[0] == "acl" || args[0] == "cert":
+	case args[0] == "session" || args[0] == "acl" || args[0] == "cert" || args[0] == "member":
 		n = 2
 	}
 	for i := 1; i < n; i++ {
@@ -361,7 +366,8 @@ func exitCode(err error) int {
 		return exitNotAcquired
 	case errors.Is(err, client.ErrSessionNotFound), errors.Is(err, client.ErrKeepaliveExpired):
 		return exitSessionLost
-	case errors.Is(err, client.ErrInvalidRequest), errors.Is(err, client.ErrLimitMismatch):
+	case errors.Is(err, client.ErrInvalidRequest), errors.Is(err, client.ErrLimitMismatch),
+		errors.Is(err, client.ErrMemberAlive):
 		return exitDataErr
 	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
 		return exitNoPerm

@@ -10,7 +10,9 @@ Usage:
 	lockctl locks [--prefix P] [--stale] [--json]
 	lockctl get [--stale] [--json] NAME
 	lockctl check [--json] NAME TOKEN
-	lockctl members [--json]
+	lockctl members [--json]               (also: lockctl member list)
+	lockctl member remove [--wait D] [--json] ID
+	lockctl member leave [--json] ID
 	lockctl watch [--timeout D] [--json] NAME
 	lockctl session create [--ttl D] [--name N] [--json]
 	lockctl session list [--json]
@@ -58,6 +60,22 @@ cert deny SERIAL puts a certificate's serial (hex, as openssl prints it)
 on the cluster's deny list: every node refuses that certificate on every
 port. cert denied lists the serials. Both need a management token or an
 operator's client certificate (--client-cert).
+
+# lockctl member
+
+member remove ID takes a node that is gone for good out of the raft
+configuration (DELETE /v1/members/ID, through any node). The cluster
+refuses, exit 65, while its gossip sees the node alive (409 member_alive):
+it would add it back within seconds. A healthy node leaves instead; a node
+stopped just now is seen dead within about 10s, and --wait D asks again
+until then, for up to D. The leader cannot be removed (exit 65): make it
+leave, or stop it and remove it once another node leads.
+
+member leave ID asks node ID to leave for good (POST /v1/agent/leave on
+it): lockctl finds its HTTP address among the members, checks that the
+node there is ID, and returns once it has accepted; the node takes itself
+out of the raft configuration and stops. An ID the cluster does not list
+exits 1. Both need a management token or an operator's client certificate.
 
 # lockctl revoke
 
@@ -139,11 +157,13 @@ See docs/cli.md for every command and flag, with examples.
 	0        success (lock: the command exited 0)
 	1        a negative answer: check: the token is not valid; get: nobody
 	         holds or waits for NAME; session show/delete, release: no such
-	         session; release: the session does not hold NAME
+	         session; release: the session does not hold NAME; member
+	         leave: no such member
 	1-125    lock: the command's own exit code
 	64       usage error (bad flags or arguments)
-	65       the server refused the request as invalid (e.g. a --limit that
-	         differs from the semaphore's)
+	65       the server refused the request: as invalid (e.g. a --limit that
+	         differs from the semaphore's), or member remove of a node the
+	         cluster sees alive (409 member_alive)
 	69       unavailable: no node reachable, or no leader (status and members
 	         also exit 69 when the node answering sees no leader)
 	70       internal error (of lockctl or the server)

@@ -19,6 +19,7 @@ func TestHoistGlobals(t *testing.T) {
 		{in: []string{"--token", "s", "session", "list"}, want: []string{"session", "list", "--token", "s"}},
 		{in: []string{"--token", "s", "acl", "tokens"}, want: []string{"acl", "tokens", "--token", "s"}},
 		{in: []string{"--token", "s", "acl", "token", "delete", "ID"}, want: []string{"acl", "token", "delete", "--token", "s", "ID"}},
+		{in: []string{"--token", "s", "member", "remove", "n3"}, want: []string{"member", "remove", "--token", "s", "n3"}},
 		{in: []string{"--json", "session"}, want: []string{"session", "--json"}},
 		{in: []string{"--json", "acl", "token", "--x"}, want: []string{"acl", "token", "--json", "--x"}},
 		{in: []string{"--help"}, want: []string{"--help"}},

@@ -39,6 +39,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 			{"get", "--json", "jobs/x"}, {"acl", "tokens", "--json"},
 			{"locks", "--token", secret, "--json"}, {"--token", secret, "status"},
 			{"lock", "--wait", "0", "jobs/x", "--", "true"},
+			{"member", "remove", "--help"}, {"member", "leave", "--json", "n9"},
 		} {
 			code, stdout, stderr := lockctl(t, addr, args...)
 			if p := leaks(stdout+stderr, secret); p != "" {

@@ -483,7 +483,9 @@ func (c *Cluster) Leave(ctx context.Context, node string) error {
 
 // RemoveMember asks via (any live node) to remove the server id from the
 // raft configuration (DELETE /v1/members/{id}), as an operator removes a
-// dead node.
+// dead node. Until gossip has declared the node dead the answer is 409
+// member_alive, an error like any other: the caller asks again
+// (nemesis.RemoveThroughOthers).
 func (c *Cluster) RemoveMember(ctx context.Context, via, id string) error {
 	return c.operate(ctx, via, "DELETE", "/v1/members/"+id, "", http.StatusOK)
 }

@@ -20,7 +20,7 @@
 //     the same request id or re-attaches to it.
 //   - errors wrapping ErrNoLeader, ErrUnknownOutcome or ErrAnswerLost (see
 //     each), or a context error: the cluster could not decide in time.
-//   - ErrRemoveLeader, from Cluster.RemoveMember.
+//   - ErrRemoveLeader and ErrMemberAlive, from Cluster.RemoveMember.
 package lockservice
 
 import (
@@ -81,6 +81,10 @@ var (
 	// ErrRemoveLeader: RemoveMember named the leader, which must leave
 	// (or lose its leadership) first.
 	ErrRemoveLeader = raftnode.ErrRemoveLeader
+	// ErrMemberAlive: RemoveMember named a member the leader's gossip sees
+	// alive, which the leader would add back; it must leave, or be
+	// stopped first.
+	ErrMemberAlive = raftnode.ErrMemberAlive
 )
 
 // Cluster is the cluster's view that a caller reports besides the lock

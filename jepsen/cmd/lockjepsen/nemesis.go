@@ -161,22 +161,13 @@ func (n *nemesisSession) clock() error {
 }
 
 // remove kills a node and removes it through the first other node that
-// accepts.
+// accepts, asking again while gossip still sees it alive.
 func (n *nemesisSession) remove() error {
 	node := n.args[0]
 	if err := nemesis.Kill(n.ctx, n.c, node); err != nil {
 		return err
 	}
-	var err error
-	for _, via := range n.c.Names() {
-		if via == node {
-			continue
-		}
-		if err = n.c.RemoveMember(n.ctx, via, n.c.ID(node)); err == nil {
-			return nil
-		}
-	}
-	return err
+	return nemesis.RemoveThroughOthers(n.ctx, n.c, node)
 }
 
 func (n *nemesisSession) up() error {
