@@ -431,13 +431,20 @@ func acquire(t testing.TB, n *Node, s lockstate.SessionID, name, reqID string, w
 	return res.Request
 }
 
-// request reads a request's state from n's table.
+// request reads a request's state from n's table, of whichever session
+// has one with id: tests give each id to one session.
 func request(n *Node, id string) (lockstate.RequestInfo, bool) {
 	var (
 		info lockstate.RequestInfo
 		ok   bool
 	)
-	n.FSM().Read(func(t *lockstate.Table) { info, ok = t.Request(id) })
+	n.FSM().Read(func(t *lockstate.Table) {
+		for _, s := range t.Sessions() {
+			if info, ok = t.Request(s.ID, id); ok {
+				return
+			}
+		}
+	})
 	return info, ok
 }
 
