@@ -297,6 +297,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // settles an unknown outcome.
 func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
 	t.Helper()
+	res, index := proposeSettled(t, n, cmd)
+	if res.Err != nil {
+		t.Fatalf("propose %T: %v", cmd, res.Err)
+	}
+	return res, index
+}
+
+// proposeSettled is propose for a command the table may refuse: it
+// returns the result, refusal or not, and the entry's index.
+func proposeSettled(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
@@ -306,9 +317,6 @@ func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, u
 		}
 		if err != nil {
 			t.Fatalf("propose %T: %v", cmd, err)
-		}
-		if res.Err != nil {
-			t.Fatalf("propose %T: %v", cmd, res.Err)
 		}
 		return res, index
 	}
