@@ -130,6 +130,14 @@ func TestAcquireIdempotent(t *testing.T) {
 	if string(g3.Session) != s2 || g3.Token == g1.Token {
 		t.Fatalf("another session's job-1: %+v, first %+v", g3, g1)
 	}
+	// Without ACLs every session is the caller's: a lookup by the id alone
+	// must name the session.
+	n.mustErr(http.StatusBadRequest, "invalid_request", "GET", "/v1/requests/job-1", nil)
+	var rq wire.Request
+	n.must(http.StatusOK, "GET", "/v1/requests/job-1?session="+s2, nil, &rq)
+	if string(rq.Session) != s2 || rq.Token != g3.Token {
+		t.Fatalf("GET job-1 of %s: %+v", s2, rq)
+	}
 }
 
 func TestWaiterGrantedOnRelease(t *testing.T) {

@@ -164,20 +164,28 @@ func (s *Service) cancelled(ctx context.Context, info *lockstate.RequestInfo, in
 }
 
 // Request returns the state of the request that id names for the
-// caller: the table's rule (lockstate.Table.FindRequest) finds the
-// caller's own (a management token's, or without ACLs anyone's); another
-// token's with the same id is request_not_found as if it did not exist,
-// and several of the caller's own are invalid_request. With
+// caller, of the session whose key is session unless that is "": the
+// table's rule (lockstate.Table.FindRequest) finds the caller's own (a
+// management token's, or without ACLs anyone's); another token's with
+// the same id is request_not_found as if it did not exist, and several of
+// the caller's own are invalid_request until it names the session. With
 // wait > 0 it long-polls that request: it answers once the request is no
 // longer pending, or when wait (capped at MaxWait) runs out, with the
 // state then. A long-poll only reads: the table's deadline ends a pending
 // request once a leader ticks, so re-attaching never needs to decide
 // anything.
-func (s *Service) Request(ctx context.Context, c Consistency, id string, wait time.Duration) (*lockstate.RequestInfo, error) {
+func (s *Service) Request(ctx context.Context, c Consistency, session, id string, wait time.Duration) (*lockstate.RequestInfo, error) {
 	if err := s.catchUp(ctx, c); err != nil {
 		return nil, err
 	}
-	found, err := s.findRequest(ctx, 0, id)
+	var sess lockstate.SessionID
+	if session != "" {
+		var err error
+		if sess, err = s.resolveSession(ctx, session); err != nil {
+			return nil, err
+		}
+	}
+	found, err := s.findRequest(ctx, sess, id)
 	if err != nil {
 		return nil, err
 	}
