@@ -124,10 +124,20 @@ func TestAcquireIdempotent(t *testing.T) {
 	if len(sess.Held) != 1 || sess.Held[0].Count != 1 {
 		t.Fatalf("a repeated acquire counted twice: %+v", sess.Held)
 	}
-	// The same id from another session is refused.
+	// The same id from another session is that session's own request.
 	s2 := n.session(nil)
-	n.mustErr(http.StatusBadRequest, "invalid_request", "POST", "/v1/acquire",
-		map[string]any{"session": s2, "request_id": "job-1", "locks": []map[string]any{{"name": "b"}}})
+	g3 := decodeGrant(t, n.acquire(s2, "b", "write", "0s", "job-1"))
+	if string(g3.Session) != s2 || g3.Token == g1.Token {
+		t.Fatalf("another session's job-1: %+v, first %+v", g3, g1)
+	}
+	// Without ACLs every session is the caller's: a lookup by the id alone
+	// must name the session.
+	n.mustErr(http.StatusBadRequest, "invalid_request", "GET", "/v1/requests/job-1", nil)
+	var rq wire.Request
+	n.must(http.StatusOK, "GET", "/v1/requests/job-1?session="+s2, nil, &rq)
+	if string(rq.Session) != s2 || rq.Token != g3.Token {
+		t.Fatalf("GET job-1 of %s: %+v", s2, rq)
+	}
 }
 
 func TestWaiterGrantedOnRelease(t *testing.T) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
@@ -39,9 +40,14 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, req wire.Acquir
 	writeJSON(w, http.StatusOK, grantedJSON(info))
 }
 
-// GET /v1/requests/{id}?wait=30s
+// GET /v1/requests/{id}[?session=ID][&wait=30s]
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 	wait, err := queryDuration(r.URL.Query(), "wait")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	session, err := optionalSession(r.URL.Query())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -54,7 +60,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	info, err := s.locks.Request(r.Context(), consistency(r), r.PathValue("id"), wait)
+	info, err := s.locks.Request(r.Context(), consistency(r), string(session), r.PathValue("id"), wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -64,14 +70,10 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
 
 // DELETE /v1/requests/{id}[?session=ID]
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
-	var session wire.SessionID
-	if r.URL.Query().Has("session") {
-		key, err := querySession(r.URL.Query())
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		session = key
+	session, err := optionalSession(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	info, err := s.locks.Cancel(r.Context(), string(session), &lockstate.Cancel{RequestID: r.PathValue("id")})
 	if err != nil {
@@ -79,4 +81,13 @@ func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, requestJSON(info))
+}
+
+// optionalSession reads the session parameter that narrows a request id
+// to one session's request: "" when it is absent, refused when empty.
+func optionalSession(q url.Values) (wire.SessionID, error) {
+	if !q.Has("session") {
+		return "", nil
+	}
+	return querySession(q)
 }

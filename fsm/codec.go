@@ -85,10 +85,14 @@ func NewCommand(t MessageType) lockstate.Command {
 
 // LeaderFields are the fields of a command that only the leader fills in,
 // just before it proposes (raftnode): nil where the command has no such
-// field. Like Authority, they came with FormatACL.
+// field. Key and Limits came with FormatACL, SessionScoped with
+// FormatSessionRequestIDs.
 type LeaderFields struct {
 	Key    *string            // a new session's key, drawn at random
 	Limits **lockstate.Limits // the leader's configured limits; nil for none
+	// SessionScoped: the request id is the session's own, set once every
+	// voter applies FormatSessionRequestIDs (lockstate.Acquire).
+	SessionScoped *bool
 }
 
 // LeaderFieldsOf returns where cmd's leader fields are (none for most
@@ -191,8 +195,15 @@ const (
 	// (the certificate deny list). Every other command is written as in
 	// FormatTokenLimits, byte for byte.
 	FormatDenyCert Format = 5
+	// FormatSessionRequestIDs is FormatDenyCert whose Acquire may carry
+	// SessionScoped, the leader's word that its request id is its
+	// session's own (two sessions may use one id). A build before it
+	// would apply such an acquire by the older rule, refusing an id that
+	// another session uses, and diverge: it refuses the entry instead.
+	// Every other command is written as in FormatDenyCert, byte for byte.
+	FormatSessionRequestIDs Format = 6
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatDenyCert
+	NewestFormat = FormatSessionRequestIDs
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the
@@ -202,11 +213,12 @@ var ErrFormatTooOld = errors.New("log format too old for this command")
 
 // MinFormat is the oldest format that can carry cmd: the oldest that
 // knows its type (its registry row), or FormatACL if it carries a token
-// (lockstate.Authority) or a leader's field (LeaderFields), which came
-// with that format; FormatTokenLimits if its leader's limits hold
-// per-token ones or it carries a token's own limits (OwnLimits). A type
-// this build does not know gets FormatBare
-// (Encode refuses it anyway).
+// (lockstate.Authority) or a leader's key or limits (LeaderFields), which
+// came with that format; FormatTokenLimits if its leader's limits hold
+// per-token ones or it carries a token's own limits (OwnLimits);
+// FormatSessionRequestIDs if its request id is scoped to its session. A
+// type this build does not know gets FormatBare (Encode refuses it
+// anyway).
 func MinFormat(cmd lockstate.Command) Format {
 	ct := rowOf(cmd)
 	if ct == nil || reflect.ValueOf(cmd).IsNil() {
@@ -225,6 +237,9 @@ func MinFormat(cmd lockstate.Command) Format {
 	}
 	if t, ok := cmd.(interface{ OwnLimits() bool }); ok && t.OwnLimits() {
 		f = max(f, FormatTokenLimits)
+	}
+	if l.SessionScoped != nil && *l.SessionScoped {
+		f = max(f, FormatSessionRequestIDs)
 	}
 	return f
 }

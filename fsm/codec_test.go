@@ -52,6 +52,9 @@ func sampleCommands() []lockstate.Command {
 		&lockstate.DeleteToken{Authority: lockstate.Authority{Auth: testTokenID}, ID: testTokenID},
 		&lockstate.DenyCert{Authority: lockstate.Authority{Auth: testTokenID}, Serial: "7b2f01", Reason: "leaked from a build machine"},
 		&lockstate.DenyCert{Serial: "1"},
+		// FormatSessionRequestIDs.
+		&lockstate.Acquire{Session: 7, RequestID: "req-4", SessionScoped: true, Authority: lockstate.Authority{Auth: testTokenID},
+			Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Write}}},
 	}
 }
 
@@ -65,7 +68,7 @@ const (
 func TestFormatGate(t *testing.T) {
 	for _, cmd := range sampleCommands() {
 		_, errOld := EncodeFormat(FormatChecksummed, 1, cmd)
-		f := max(FormatACL, rowOf(cmd).since) // a command that came later needs its own format
+		f := max(FormatACL, MinFormat(cmd)) // a command or field that came later needs its own format
 		_, errNew := EncodeFormat(f, 1, cmd)
 		if errNew != nil {
 			t.Fatalf("%T in format %d: %v", cmd, f, errNew)
@@ -79,6 +82,34 @@ func TestFormatGate(t *testing.T) {
 	}
 	if !needsACLFormat(&lockstate.Revoke{Name: "a"}) || needsACLFormat(&lockstate.Acquire{Session: 1}) {
 		t.Fatal("needsACLFormat misjudges")
+	}
+}
+
+// TestFormatGateSessionScoped: an acquire whose request id is scoped to
+// its session is refused below FormatSessionRequestIDs (an older voter
+// would apply it by the older rule); one without the flag is written in
+// every format since FormatACL byte for byte as in FormatDenyCert.
+func TestFormatGateSessionScoped(t *testing.T) {
+	acq := func(scoped bool) *lockstate.Acquire {
+		return &lockstate.Acquire{Session: 3, RequestID: "job", SessionScoped: scoped, Authority: lockstate.Authority{Auth: testTokenID},
+			Locks: []lockstate.LockSpec{{Name: "jobs/a", Mode: lockstate.Write}}}
+	}
+	want, err := EncodeFormat(FormatDenyCert, 1, acq(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := FormatACL; f <= NewestFormat; f++ {
+		b, err := EncodeFormat(f, 1, acq(false))
+		if err != nil || !bytes.Equal(b, want) {
+			t.Errorf("unscoped in format %d: %x, %v; want %x", f, b, err, want)
+		}
+		_, err = EncodeFormat(f, 1, acq(true))
+		if tooOld := f < FormatSessionRequestIDs; tooOld != errors.Is(err, ErrFormatTooOld) || !tooOld && err != nil {
+			t.Errorf("scoped in format %d: %v", f, err)
+		}
+	}
+	if MinFormat(acq(true)) != FormatSessionRequestIDs || MinFormat(acq(false)) != FormatACL {
+		t.Errorf("MinFormat: scoped %d, unscoped %d", MinFormat(acq(true)), MinFormat(acq(false)))
 	}
 }
 

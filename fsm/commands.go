@@ -63,8 +63,11 @@ func createSessionLeader(c *lockstate.CreateSession) LeaderFields {
 	return LeaderFields{Key: &c.Key, Limits: &c.Limits}
 }
 
-// acquireLeader: the leader stamps its limits on an acquire.
-func acquireLeader(c *lockstate.Acquire) LeaderFields { return LeaderFields{Limits: &c.Limits} }
+// acquireLeader: the leader stamps its limits on an acquire, and whether
+// its request id is scoped to its session.
+func acquireLeader(c *lockstate.Acquire) LeaderFields {
+	return LeaderFields{Limits: &c.Limits, SessionScoped: &c.SessionScoped}
+}
 
 // The token commands write "auth" even when it is empty, as they have
 // since they came, where every other command leaves an empty Authority
@@ -140,8 +143,10 @@ func decodeExpireSession(r *mpReader, c *lockstate.ExpireSession) error {
 }
 
 func decodeAcquire(r *mpReader, c *lockstate.Acquire) error {
-	return r.readStruct(8, func(k []byte) (bool, error) {
+	return r.readStruct(9, func(k []byte) (bool, error) {
 		switch string(k) {
+		case "session_scoped":
+			return true, readBool(r, &c.SessionScoped)
 		case "auth":
 			return true, readString(r, &c.Auth)
 		case "limits":

@@ -70,7 +70,7 @@ func (r *compatRecorder) status(id string, want lockstate.Status) {
 	r.t.Helper()
 	var info lockstate.RequestInfo
 	var ok bool
-	r.f.Read(func(t *lockstate.Table) { info, ok = t.Request(id) })
+	r.f.Read(func(t *lockstate.Table) { info, ok = requestByID(t, id) })
 	if !ok || info.Status != want {
 		r.t.Fatalf("%v: request %q: %+v, want %s", r, id, info, want)
 	}

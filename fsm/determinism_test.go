@@ -31,6 +31,17 @@ func sameAs(t testing.TB, when string, a *FSM, da [32]byte, b *FSM) {
 	}
 }
 
+// requestByID returns the request with id of whichever session has one:
+// the tests that use it give each id to one session.
+func requestByID(t *lockstate.Table, id string) (lockstate.RequestInfo, bool) {
+	for _, s := range t.Sessions() {
+		if r, ok := t.Request(s.ID, id); ok {
+			return r, true
+		}
+	}
+	return lockstate.RequestInfo{}, false
+}
+
 func nextDeadline(f *FSM) (d [2]int64) {
 	f.Read(func(t *lockstate.Table) {
 		at, ok := t.NextDeadline()
@@ -168,6 +179,32 @@ func TestDeterminism(t *testing.T) {
 		if total[k] == 0 {
 			t.Errorf("no %v events in %d entries × %d seeds", k, entries, len(seeds))
 		}
+	}
+}
+
+// TestDeterminismScopedIDs is TestDeterminism with half the acquires
+// scoped to their session (FormatSessionRequestIDs), mixed with unscoped
+// ones as a log written across an upgrade holds them: sessions share
+// request ids, retries, releases and cancels by id meet several sessions'
+// requests, and the snapshot may be format 6.
+func TestDeterminismScopedIDs(t *testing.T) {
+	entries, seeds := 3000, []uint64{11, 12, 13}
+	if testing.Short() || raceEnabled {
+		entries = 1500
+	}
+	shared, ambiguous := 0, 0
+	for _, seed := range seeds {
+		t.Run("seed="+itoa(int(seed)), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, seed^0x5c0bed))
+			g := newGen(r)
+			g.scoped = 50
+			runReplicatedGen(t, g, entries, entries/4+r.IntN(entries/2), func() bool { return false })
+			shared, ambiguous = shared+g.shared, ambiguous+g.ambiguous
+		})
+	}
+	t.Logf("%d requests with an id another session had, %d cancels that named several", shared, ambiguous)
+	if shared == 0 || ambiguous == 0 {
+		t.Errorf("the workload shared %d ids and made %d ambiguous cancels: it does not reach the paths", shared, ambiguous)
 	}
 }
 

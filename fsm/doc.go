@@ -71,7 +71,17 @@
 // certificate deny list) the same way: a leader proposes it only once
 // every voter applies that format, and refuses it until then.
 //
-// Snapshots are gated by content only: Persist writes format 5 for a table
+// FormatSessionRequestIDs scopes request ids to their session. The rule
+// is carried by the entry, not by the build: the leader sets an Acquire's
+// SessionScoped (a LeaderFields field) only once every voter applies that
+// format, and the table applies an acquire without it by the rule before
+// (an id another session uses is refused), so an older voter and a newer
+// one make the same of every entry, and an old log replays as it did. The
+// lookups by id (Release, Cancel) answer as before in any table where no
+// two sessions share an id, which only flagged acquires can make.
+//
+// Snapshots are gated by content only: Persist writes format 6 for a
+// table in which two sessions share a request id, format 5 for a table
 // that denies a certificate, format 4 for a table
 // with a token that has its own limits, format 3 for a table that has ACL
 // state, session keys or revocations, which only FormatACL entries can

@@ -50,6 +50,14 @@ type gen struct {
 	reqs     []string              // request ids seen, for releases, cancels and retries
 	nextReq  int
 	acl      *aclGen // nil: a log without ACLs, as before FormatACL
+	// scoped is the percentage of acquires whose request id is their
+	// session's own (FormatSessionRequestIDs); 0 for a log before it.
+	scoped int
+	// What the scoped acquires led to: a new request with an id another
+	// session's request has, and cancels refused for naming several.
+	shared, ambiguous int
+	idSession         map[string]lockstate.SessionID // the last session seen with each id
+	sharedIDs         []string                       // ids seen in two sessions, for cancels of any session
 }
 
 func newGen(src source) *gen {
@@ -175,11 +183,14 @@ func (g *gen) acquire() lockstate.Command {
 	case p < 40:
 		g.nextReq++
 		c.RequestID = fmt.Sprintf("r%d", g.nextReq)
-	case p < 48 && len(g.reqs) > 0:
+	case p < 48+g.scoped/2 && len(g.reqs) > 0:
 		c.RequestID = g.reqs[g.src.IntN(len(g.reqs))] // a retry, maybe from another session
 		if strings.HasPrefix(c.RequestID, "~") {
 			c.RequestID = ""
 		}
+	}
+	if g.scoped > 0 {
+		c.SessionScoped = g.pct(g.scoped)
 	}
 	return c
 }
@@ -230,6 +241,8 @@ func (g *gen) cancel(f *FSM) lockstate.Command {
 		c.Session = 0 // any session
 	}
 	switch {
+	case len(g.sharedIDs) > 0 && g.pct(g.scoped/2):
+		c.Session, c.RequestID = 0, g.sharedIDs[g.src.IntN(len(g.sharedIDs))] // maybe several sessions'
 	case len(pending) > 0 && !g.pct(10):
 		c.RequestID = pending[g.src.IntN(len(pending))]
 	case len(g.reqs) > 0:
@@ -269,6 +282,7 @@ func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
 	if g.acl != nil {
 		g.aclObserve(cmd, res)
 	}
+	g.observeIDs(cmd, res)
 	if res == nil || res.Err != nil {
 		return
 	}
@@ -285,5 +299,27 @@ func (g *gen) observe(cmd lockstate.Command, res *lockstate.Result) {
 		if len(g.reqs) > 64 {
 			g.reqs = g.reqs[1:]
 		}
+	}
+}
+
+// observeIDs counts what scoped request ids led to.
+func (g *gen) observeIDs(cmd lockstate.Command, res *lockstate.Result) {
+	if res == nil {
+		return
+	}
+	if _, ok := cmd.(*lockstate.Cancel); ok && res.Err != nil && res.Err.Code == lockstate.CodeInvalid {
+		g.ambiguous++
+	}
+	if r := res.Request; r != nil && res.Err == nil {
+		if g.idSession == nil {
+			g.idSession = map[string]lockstate.SessionID{}
+		}
+		if s, ok := g.idSession[r.ID]; ok && s != r.Session {
+			g.shared++
+			if g.sharedIDs = append(g.sharedIDs, r.ID); len(g.sharedIDs) > 16 {
+				g.sharedIDs = g.sharedIDs[1:]
+			}
+		}
+		g.idSession[r.ID] = r.Session
 	}
 }

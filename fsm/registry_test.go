@@ -113,8 +113,9 @@ func checkAuthority(t *testing.T, mt MessageType) {
 	}
 }
 
-// checkLeaderFields: every *Limits field and a session key are the
-// leader's to fill in, and the registry row says where they are.
+// checkLeaderFields: every *Limits field, a session key and an acquire's
+// request id scope are the leader's to fill in, and the registry row says
+// where they are.
 func checkLeaderFields(t *testing.T, mt MessageType) {
 	cmd := NewCommand(mt)
 	v := reflect.ValueOf(cmd).Elem()
@@ -129,6 +130,10 @@ func checkLeaderFields(t *testing.T, mt MessageType) {
 		case field.Name == "Key":
 			if lf.Key == nil || any(lf.Key) != addr {
 				t.Errorf("%v.%s: a key the leader does not draw (no LeaderFields row)", mt, field.Name)
+			}
+		case field.Name == "SessionScoped":
+			if lf.SessionScoped == nil || any(lf.SessionScoped) != addr {
+				t.Errorf("%v.%s: a request id scope the leader does not set (no LeaderFields row)", mt, field.Name)
 			}
 		}
 	}
@@ -161,6 +166,8 @@ var legacy = map[reflect.Type]reflect.Type{
 		HoldTTL   time.Duration        `msgpack:"hold_ttl,omitempty"`
 		Auth      string               `msgpack:"auth,omitempty"`
 		Limits    *lockstate.Limits    `msgpack:"limits,omitempty"`
+		// Since FormatSessionRequestIDs, written only when set.
+		SessionScoped bool `msgpack:"session_scoped,omitempty"`
 	}](),
 	reflect.TypeFor[*lockstate.Release](): reflect.TypeFor[struct {
 		Session   lockstate.SessionID `msgpack:"session"`

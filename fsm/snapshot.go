@@ -18,8 +18,8 @@ import (
 )
 
 // SnapshotFormat is the newest version of the snapshot stream: Persist
-// writes it only for a table that needs it, else format 3 or 2 (see
-// below). Restore reads formats 1 to 5.
+// writes it only for a table that needs it, else an older one (see
+// below). Restore reads formats 1 to 6.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
 // msgpack uint8 tag followed by the record (see records.go): the header,
@@ -56,7 +56,19 @@ import (
 // certificate deny list, one record per denied serial. Persist writes it
 // only for a table that denies a certificate, and an older format
 // otherwise, byte for byte as before.
-const SnapshotFormat = 5
+//
+// Format 6 is format 5 whose requests of two sessions may share a request
+// id (log format FormatSessionRequestIDs), records unchanged. Persist
+// writes it only for a table where two do, so that a build before it
+// refuses the snapshot by its version rather than by a load error, and an
+// older format otherwise, byte for byte as before. Restore refuses a
+// stream of an older format whose requests share an id: that format
+// cannot hold them.
+const SnapshotFormat = 6
+
+// snapshotFormat5 is format 6 without shared request ids, still written
+// for a table where no two sessions share one.
+const snapshotFormat5 = 5
 
 // snapshotFormat4 is format 5 without the deny list, still written for a
 // table that denies no certificate.
@@ -182,7 +194,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("fsm: snapshot at index %d: %w", s.header.Applied, err)
 	}
 	switch {
+	case f.table.SharesRequestIDs(): // SnapshotFormat
 	case len(s.denied) > 0:
+		s.header.Format = snapshotFormat5
 	case len(s.extras)+len(s.acl)+len(s.tokens) == 0:
 		s.header.Format = snapshotFormat2
 	case !slices.ContainsFunc(s.tokens, func(r lockstate.TokenRecord) bool { return r.Limits != nil }):
@@ -388,8 +402,13 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 	if err != nil {
 		return hdr, nil, err
 	}
-	tab, err = loadRecords(rr, l, hdr.Format, &loading)
-	return hdr, tab, err
+	if tab, err = loadRecords(rr, l, hdr.Format, &loading); err != nil {
+		return hdr, nil, err
+	}
+	if hdr.Format < SnapshotFormat && tab.SharesRequestIDs() {
+		return hdr, nil, fmt.Errorf("format %d snapshot whose sessions share request ids, which only format %d holds", hdr.Format, SnapshotFormat)
+	}
+	return hdr, tab, nil
 }
 
 // openSnapshot reads the header record at the start of a snapshot stream
@@ -404,12 +423,12 @@ func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	rr := &recordReader{br: br, last: recHeader, count: 1}
 	switch hdr.Format {
 	case snapshotFormat1:
-	case snapshotFormat2, snapshotFormat3, snapshotFormat4, SnapshotFormat:
+	case snapshotFormat2, snapshotFormat3, snapshotFormat4, snapshotFormat5, SnapshotFormat:
 		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
 		rr.br = bufio.NewReaderSize(cr, 64<<10)
 		rr.acl = hdr.Format >= snapshotFormat3
 		rr.tokenLimits = hdr.Format >= snapshotFormat4
-		rr.denied = hdr.Format >= SnapshotFormat
+		rr.denied = hdr.Format >= snapshotFormat5
 	default:
 		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
 	}

@@ -178,7 +178,9 @@ func continueBoth(t *testing.T, d *driver, f *testFSM) {
 	}
 }
 
-// TestSnapshotFormatByContent: Persist writes format 4 only for a table
+// TestSnapshotFormatByContent: Persist writes format 6 only for a table
+// where two sessions share a request id, format 5 only for one that denies
+// a certificate, format 4 only for a table
 // with a token that has its own limits, format 3 only for a table with
 // ACL records (a session key, an owner, a revocation, the ACL state), and
 // format 2 otherwise, even after ACL commands that changed nothing.
@@ -219,11 +221,37 @@ func TestSnapshotFormatByContent(t *testing.T) {
 		}, snapshotFormat4},
 		{"denied certificate", func(d *driver) {
 			d.must(&lockstate.DenyCert{Serial: "1f00", Reason: "leaked"})
-		}, SnapshotFormat},
+		}, snapshotFormat5},
 		{"denied certificate with acl", func(d *driver) {
 			*d = *aclState(t)
 			d.must(&lockstate.DenyCert{Authority: lockstate.Authority{Auth: mgmtToken}, Serial: "ab"})
 			d.must(&lockstate.DenyCert{Serial: "1"})
+		}, snapshotFormat5},
+		{"scoped request ids, none shared", func(d *driver) {
+			for _, name := range []string{"a", "b"} {
+				d.must(scoped(d.session(), "job-"+name, name))
+			}
+		}, snapshotFormat2},
+		{"request id shared by two sessions", func(d *driver) {
+			for _, name := range []string{"a", "b"} {
+				d.must(scoped(d.session(), "job", name))
+			}
+		}, SnapshotFormat},
+		{"shared request id forgotten", func(d *driver) {
+			a, b := d.session(), d.session()
+			d.must(scoped(a, "job", "a"))
+			d.must(scoped(b, "job", "b"))
+			d.must(&lockstate.CloseSession{Session: a})
+		}, snapshotFormat2},
+		{"request id shared, with acl and a denied certificate", func(d *driver) {
+			*d = *aclState(t)
+			d.must(&lockstate.DenyCert{Authority: lockstate.Authority{Auth: mgmtToken}, Serial: "ab"})
+			for _, name := range []string{"a", "b"} {
+				s := d.session(func(c *lockstate.CreateSession) { c.Auth = mgmtToken })
+				c := scoped(s, "job", name)
+				c.Auth = mgmtToken
+				d.must(c)
+			}
 		}, SnapshotFormat},
 	}
 	for _, c := range cases {
@@ -241,6 +269,13 @@ func TestSnapshotFormatByContent(t *testing.T) {
 			sameState(t, "restored", d.f.FSM, f.FSM)
 		})
 	}
+}
+
+// scoped is an acquire of name with id scoped to session s, as a leader
+// writes it since FormatSessionRequestIDs.
+func scoped(s lockstate.SessionID, id, name string) *lockstate.Acquire {
+	return &lockstate.Acquire{Session: s, RequestID: id, SessionScoped: true,
+		Locks: []lockstate.LockSpec{lock(name, lockstate.Write)}}
 }
 
 // TestRestoreRejectsACLRecords: the format 3 records come only in format 3,
@@ -333,5 +368,37 @@ func TestSnapshotACLRecordsAcrossChunks(t *testing.T) {
 			t.Fatalf("chunks of %d: %v", size, err)
 		}
 		sameState(t, "chunks of "+itoa(size), d.f.FSM, g.FSM)
+	}
+}
+
+// TestRestoreSharedRequestIDsNeedFormat6: a stream of a format before 6
+// whose sessions share a request id is refused (that format cannot hold
+// it, so the stream is not what it says), and the FSM keeps its state;
+// the same records as format 6 restore.
+func TestRestoreSharedRequestIDsNeedFormat6(t *testing.T) {
+	d := newDriver(t)
+	for _, name := range []string{"a", "b"} {
+		d.must(scoped(d.session(), "job", name))
+	}
+	f := unframe(t, snapshotBytes(t, d.f.FSM))
+	if f.hdr.Format != SnapshotFormat {
+		t.Fatalf("snapshot format %d, want %d", f.hdr.Format, SnapshotFormat)
+	}
+	for _, format := range []int{snapshotFormat2, snapshotFormat5, SnapshotFormat} {
+		head := appendSnapshotHeader(appendTag(nil, recHeader), &snapshotHeader{Format: format, Applied: f.hdr.Applied})
+		fsm := newTestFSM(t)
+		seedOther(t, fsm)
+		before := fsm.Digest()
+		err := restoreBytes(fsm.FSM, frame(t, head, f.payload, chunkSize))
+		switch {
+		case format == SnapshotFormat && err != nil:
+			t.Fatalf("format %d: %v", format, err)
+		case format == SnapshotFormat:
+			sameState(t, "restored", d.f.FSM, fsm.FSM)
+		case err == nil || !strings.Contains(err.Error(), "share request ids"):
+			t.Fatalf("format %d: restore error %v", format, err)
+		case fsm.Digest() != before:
+			t.Fatalf("format %d: a refused restore changed the table", format)
+		}
 	}
 }

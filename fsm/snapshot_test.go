@@ -72,7 +72,7 @@ func TestSnapshotRestore(t *testing.T) {
 		f.Read(func(tab *lockstate.Table) {
 			out = append(out, tab.Locks(""), tab.Sessions(), tab.WaitGraph(), tab.Stats())
 			for _, id := range []string{"a1", "a3", "b3", "c2", "c3", "a4", "g1"} {
-				r, ok := tab.Request(id)
+				r, ok := requestByID(tab, id)
 				out = append(out, r, ok)
 			}
 		})

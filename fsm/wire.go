@@ -202,7 +202,7 @@ func (r *mpReader) readStruct(fields int, field func(key []byte) (known bool, er
 	if n > fields {
 		return fmt.Errorf("map has %d entries for %d fields", n, fields)
 	}
-	var seenBuf [8][]byte
+	var seenBuf [9][]byte // the most fields a command has (Acquire): no allocation
 	seen := seenBuf[:0]
 	for range n {
 		k, err := r.strBytes()

@@ -27,6 +27,14 @@ type Acquire struct {
 	HoldTTL   time.Duration      `msgpack:"hold_ttl,omitempty"` // >0: the grant is released automatically after this long
 	Authority                    // the ACL token acting (acl.go)
 	Limits    *Limits            `msgpack:"limits,omitempty"`
+	// SessionScoped makes RequestID the session's own: another session's
+	// request with the same id neither refuses this acquire nor is taken
+	// for it. The leader sets it (fsm.LeaderFields) once every voter
+	// applies fsm.FormatSessionRequestIDs. Without it an id that another
+	// session's request has is refused, the rule of the builds before
+	// that format: an older voter applies the same entry to the same end,
+	// and an old log replays as it did.
+	SessionScoped bool `msgpack:"session_scoped,omitempty"`
 }
 
 // Validate checks the request and each of its locks. A spec's weight 0
@@ -125,11 +133,13 @@ func (c *Acquire) apply(t *Table) Result {
 	if err := t.authorize(c.Auth, s, AccessWrite, names...); err != nil {
 		return Result{Err: err}
 	}
-	if r := t.requests[c.RequestID]; c.RequestID != "" && r != nil {
-		if r.s != s {
+	if c.RequestID != "" {
+		if r := t.requests.of(s, c.RequestID); r != nil {
+			return Result{Request: t.requestInfo(r)} // a retry: never enqueue twice
+		}
+		if !c.SessionScoped && t.requests.withID(c.RequestID) != nil {
 			return Result{Err: errorf(CodeInvalid, "request_id %q belongs to another session", c.RequestID)}
 		}
-		return Result{Request: t.requestInfo(r)} // a retry: never enqueue twice
 	}
 	req, need := fillDefaults(c)
 	specs := c.Locks
@@ -144,7 +154,7 @@ func (c *Acquire) apply(t *Table) Result {
 	t.seq++
 	r := &request{id: id, s: s, seq: t.seq, specs: specs, require: req, need: need,
 		holdTTL: c.HoldTTL, status: Pending, created: t.index}
-	t.requests[id] = r
+	t.requests.add(r)
 
 	var canGrantBuf [8]bool
 	var pickBuf [8]int
@@ -161,7 +171,7 @@ func (c *Acquire) apply(t *Table) Result {
 		t.finish(r, TimedOut)
 	default:
 		if err := c.Limits.checkQueue(t, r); err != nil {
-			delete(t.requests, id) // as if it never came: nothing else has seen r
+			t.requests.remove(r) // as if it never came: nothing else has seen r
 			t.seq--
 			t.unmake(made)
 			return Result{Err: err}

@@ -61,11 +61,25 @@ func (d *driver) release(s SessionID, name string) Result {
 // status returns a request's current status.
 func (d *driver) status(id string) Status {
 	d.t.Helper()
-	r, ok := d.tab.Request(id)
+	r, ok := d.request(id)
 	if !ok {
 		d.t.Fatalf("request %q not found", id)
 	}
 	return r.Status
+}
+
+// request returns the one request with id, whatever its session; a test
+// that gives two sessions one id looks them up by session.
+func (d *driver) request(id string) (RequestInfo, bool) {
+	d.t.Helper()
+	r := d.tab.requests.withID(id)
+	if r == nil {
+		return RequestInfo{}, false
+	}
+	if r.sameID != nil {
+		d.t.Fatalf("request id %q is used by more than one session", id)
+	}
+	return *d.tab.requestInfo(r), true
 }
 
 func (d *driver) holders(name string) []SessionID {

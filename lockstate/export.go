@@ -120,10 +120,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 		}
 	}
 	walk(t.roots)
-	reqs := make([]*request, 0, len(t.requests))
-	for _, r := range t.requests {
-		reqs = append(reqs, r)
-	}
+	reqs := t.requests.all()
 	slices.SortFunc(reqs, func(a, b *request) int { return cmp.Compare(a.seq, b.seq) })
 	sessions := t.sessionsByID()
 
@@ -136,7 +133,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 		rec := SessionRecord{ID: s.id, Name: s.name, TTL: s.ttl, OnDeadlock: s.onDeadlock,
 			Ordered: s.ordered, LockDelay: s.lockDelay, Done: make([]string, 0, len(s.done))}
 		for _, r := range s.done {
-			if t.requests[r.id] == r {
+			if t.requests.has(r) {
 				rec.Done = append(rec.Done, r.id)
 			}
 		}
@@ -226,7 +223,7 @@ func NewLoader(h Header) (*Loader, error) {
 		byKey:    make(map[string]*session),
 		sessions: make(map[SessionID]*session, hint(h.Sessions)),
 		nodes:    make(map[string]*node, hint(h.Nodes)),
-		requests: make(map[string]*request, hint(h.Requests)),
+		requests: newRequestIndex(hint(h.Requests)),
 	}
 	t.index, t.clock, t.seq, t.forgotten = h.Index, h.Clock, h.Seq, h.Forgotten
 	return &Loader{t: t, h: h, done: make(map[SessionID][]string)}, nil
@@ -289,17 +286,19 @@ func (l *Loader) Node(rec NodeRecord) error {
 	return nil
 }
 
-// Request adds a request record; records must come in arrival order.
+// Request adds a request record; records must come in arrival order. Two
+// sessions may have a request with the same id (SharesRequestIDs), one
+// session not.
 func (l *Loader) Request(rec RequestRecord) error {
 	t := l.t
 	s := t.sessions[rec.Session]
-	if s == nil || t.requests[rec.ID] != nil || len(rec.Locks) == 0 {
+	if s == nil || t.requests.of(s, rec.ID) != nil || len(rec.Locks) == 0 {
 		return fmt.Errorf("lockstate: load: bad request %q", rec.ID)
 	}
 	r := &request{id: rec.ID, s: s, seq: rec.Seq, specs: rec.Locks, require: rec.Require, need: rec.Need,
 		holdTTL: rec.HoldTTL, deadline: rec.Deadline, restore: rec.Restore, status: rec.Status,
 		token: rec.Token, granted: rec.Granted, created: rec.Created, ended: rec.Ended}
-	t.requests[r.id] = r
+	t.requests.add(r)
 	if r.status == Pending {
 		if len(rec.Upgrade) != len(rec.Locks) {
 			return fmt.Errorf("lockstate: load: pending request %q without upgrade flags", rec.ID)
@@ -367,8 +366,8 @@ func (l *Loader) Table() (*Table, error) {
 	for id, ids := range l.done { // each session's own ring: order within it is kept
 		s := t.sessions[id]
 		for _, rid := range ids {
-			r := t.requests[rid]
-			if r == nil || r.s != s || r.status == Pending {
+			r := t.requests.of(s, rid)
+			if r == nil || r.status == Pending {
 				return nil, fmt.Errorf("lockstate: load: session %d remembers unknown request %q", id, rid)
 			}
 			s.done = append(s.done, r)

@@ -192,9 +192,9 @@ func checkWaiters(v *tabView, add addFunc) {
 			n := 0
 			if li != nil {
 				for _, w := range li.Waiters {
-					if w.RequestID == r.ID {
+					if w.RequestID == r.ID && w.Session == r.Session {
 						n++
-						if w.Mode != sp.Mode || w.Weight != sp.Weight || w.Seq != r.Seq || w.Session != r.Session {
+						if w.Mode != sp.Mode || w.Weight != sp.Weight || w.Seq != r.Seq {
 							add("views", "waiter %+v on %s does not match request %s", w, sp.Name, r.ID)
 						}
 					}
@@ -208,7 +208,7 @@ func checkWaiters(v *tabView, add addFunc) {
 	for _, name := range v.names {
 		var last uint64
 		for _, w := range v.locks[name].Waiters {
-			if r := v.reqs[w.RequestID]; r == nil || r.Status != Pending {
+			if r := v.reqs[reqKey{w.Session, w.RequestID}]; r == nil || r.Status != Pending {
 				add("views", "%s lists waiter %s, which is not pending", name, w.RequestID)
 			}
 			if w.Seq <= last {
@@ -229,7 +229,7 @@ func checkFairness(pre, post *tabView, e Entry, res Result, add addFunc) {
 		if r.Status != Granted || r.Ended != e.Index {
 			continue
 		}
-		before := pre.reqs[r.ID]
+		before := pre.reqs[reqKey{r.Session, r.ID}]
 		if before != nil && before.Status != Pending {
 			continue // a request id reused after its first request ended: not this grant
 		}
@@ -556,7 +556,8 @@ func checkViews(v *tabView, t *Table, add addFunc) {
 	if len(v.sessions) != len(v.sess) {
 		add("views", "Sessions lists a session twice")
 	}
-	for id, r := range v.reqs {
+	for _, r := range v.reqs {
+		id := r.ID
 		if r.Status != Pending && r.Ended != v.index {
 			continue // finished before this entry: checked when it finished
 		}
@@ -570,7 +571,7 @@ func checkViews(v *tabView, t *Table, add addFunc) {
 				}
 			}
 		}
-		got, ok := t.Request(id)
+		got, ok := t.Request(r.Session, r.ID)
 		if !ok || got.Status != want || got.Token != r.Token || got.Seq != r.Seq || got.Session != r.Session {
 			add("views", "Request(%q) = %+v, %v; Export says %+v", id, got, ok, *r)
 		}
@@ -610,7 +611,7 @@ func checkResult(pre, post *tabView, e Entry, res Result, add addFunc) {
 		add("result", "acquire without error returned no request")
 		return
 	}
-	if old := pre.reqs[r.ID]; old != nil {
+	if old := pre.reqs[reqKey{r.Session, r.ID}]; old != nil {
 		return // an idempotent retry reports the old request as it is
 	}
 	switch r.Status {
@@ -645,7 +646,7 @@ func checkResult(pre, post *tabView, e Entry, res Result, add addFunc) {
 	default:
 		add("result", "new request %s has status %s", r.ID, r.Status)
 	}
-	if r.Status == Pending && post.reqs[r.ID] == nil {
+	if r.Status == Pending && post.reqs[reqKey{r.Session, r.ID}] == nil {
 		add("result", "pending request %s is unknown to the table", r.ID)
 	}
 }

@@ -368,6 +368,11 @@ func (h *harness) genAcquire(c chooser) *Acquire {
 	case r == 18:
 		a.RequestID = pick(c, []string{"~mine", "q/1", "q\x01", strings.Repeat("r", MaxRequestIDLen+1), "\xff"})
 	}
+	if a.RequestID != "" {
+		// Both rules: ids scoped to the session (logs since
+		// FormatSessionRequestIDs) and one namespace for all (before).
+		a.SessionScoped = c.IntN(2) == 0
+	}
 	h.lastAcq[a.Session] = a
 	return a
 }
@@ -673,9 +678,12 @@ func exportAll(t *Table) []any {
 }
 
 // roundTrip rebuilds a table from its Export.
-func roundTrip(t *Table) (*Table, error) {
+func roundTrip(t *Table) (*Table, error) { return loadAll(exportAll(t)) }
+
+// loadAll builds a table from records in Export's order.
+func loadAll(recs []any) (*Table, error) {
 	var l *Loader
-	err := t.Export(func(rec any) error {
+	for _, rec := range recs {
 		var err error
 		switch r := rec.(type) {
 		case Header:
@@ -697,10 +705,9 @@ func roundTrip(t *Table) (*Table, error) {
 		default:
 			err = fmt.Errorf("unknown record %T", rec)
 		}
-		return err
-	})
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
 	}
 	return l.Table()
 }
@@ -745,7 +752,7 @@ type tabView struct {
 	names    []string // sorted
 	sessions []SessionInfo
 	sess     map[SessionID]*SessionInfo
-	reqs     map[string]*RequestRecord
+	reqs     map[reqKey]*RequestRecord
 	reqOrder []*RequestRecord // by arrival
 	done     map[SessionID][]string
 	next     int64
@@ -755,9 +762,15 @@ type tabView struct {
 	records  []any             // everything Export gave
 }
 
+// reqKey names a request: ids are unique per session.
+type reqKey struct {
+	s  SessionID
+	id string
+}
+
 func viewOf(t *Table) *tabView {
 	v := &tabView{index: t.Index(), clock: t.Clock(), locks: map[string]*LockInfo{},
-		sess: map[SessionID]*SessionInfo{}, reqs: map[string]*RequestRecord{}, done: map[SessionID][]string{}}
+		sess: map[SessionID]*SessionInfo{}, reqs: map[reqKey]*RequestRecord{}, done: map[SessionID][]string{}}
 	for _, li := range t.Locks("") {
 		v.locks[li.Name] = &li
 		v.names = append(v.names, li.Name)
@@ -774,7 +787,7 @@ func viewOf(t *Table) *tabView {
 		case SessionRecord:
 			v.done[r.ID] = r.Done
 		case RequestRecord:
-			v.reqs[r.ID] = &r
+			v.reqs[reqKey{r.Session, r.ID}] = &r
 			v.reqOrder = append(v.reqOrder, &r)
 		}
 		return nil
@@ -904,7 +917,7 @@ func (m *refTable) dump() dumpState {
 			}
 		}
 		for _, r := range s.done {
-			if m.reqs[r.id] == r {
+			if m.reqs[r.key()] == r {
 				ds.Done = append(ds.Done, r.id)
 			}
 		}
@@ -939,7 +952,7 @@ func (m *refTable) dump() dumpState {
 		}
 		d.Locks = append(d.Locks, dl)
 	}
-	m.remembered = slices.DeleteFunc(m.remembered, func(r *refReq) bool { return m.reqs[r.id] != r })
+	m.remembered = slices.DeleteFunc(m.remembered, func(r *refReq) bool { return m.reqs[r.key()] != r })
 	for _, r := range m.remembered {
 		d.RequestIDs = append(d.RequestIDs, r.id)
 		if r.status != Pending && r.ended != m.index {
@@ -1017,6 +1030,9 @@ func fmtCmd(c Command) string {
 		s := fmt.Sprintf("acquire(s=%d id=%q [%s] req=%s wait=%v", c.Session, c.RequestID, strings.Join(locks, " "), c.Require, c.Wait)
 		if c.HoldTTL != 0 {
 			s += fmt.Sprintf(" ttl=%v", c.HoldTTL)
+		}
+		if c.SessionScoped {
+			s += " scoped"
 		}
 		return s + ")"
 	case *Release:

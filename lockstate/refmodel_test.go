@@ -34,12 +34,12 @@ type refTable struct {
 	clock      int64
 	seq        uint64
 	sessions   map[SessionID]*refSession
-	holds      []*refHold // grant order
-	pending    []*refReq  // arrival order
-	reqs       map[string]*refReq
-	remembered []*refReq        // requests in arrival order; those no longer in reqs are dropped lazily
-	delays     map[string]int64 // lock-delay end per name
-	limits     map[string]int   // semaphore size of every name in use
+	holds      []*refHold         // grant order
+	pending    []*refReq          // arrival order
+	reqs       map[reqKey]*refReq // by session and id
+	remembered []*refReq          // requests in arrival order; those no longer in reqs are dropped lazily
+	delays     map[string]int64   // lock-delay end per name
+	limits     map[string]int     // semaphore size of every name in use
 	events     []Event
 	suspects   []SessionID // sessions that gained wait-for edges other than by queueing
 }
@@ -94,7 +94,7 @@ type refResult struct {
 func newRefTable() *refTable {
 	return &refTable{
 		sessions: make(map[SessionID]*refSession),
-		reqs:     make(map[string]*refReq),
+		reqs:     make(map[reqKey]*refReq),
 		delays:   make(map[string]int64),
 		limits:   make(map[string]int),
 	}
@@ -279,8 +279,8 @@ func (m *refTable) finish(r *refReq, st Status) {
 	if len(s.done) > DoneRequestsKept {
 		old := s.done[0]
 		s.done = s.done[1:]
-		if m.reqs[old.id] == old {
-			delete(m.reqs, old.id)
+		if m.reqs[old.key()] == old {
+			delete(m.reqs, old.key())
 		}
 	}
 }
@@ -704,7 +704,7 @@ func (m *refTable) surrender(h *refHold) *refReq {
 		specs: []LockSpec{{Name: h.name, Mode: h.mode, Weight: h.weight, Limit: m.limits[h.name]}},
 		need:  1, restore: h.count, status: Pending, created: m.index,
 	}
-	m.reqs[r.id] = r
+	m.reqs[r.key()] = r
 	m.remembered = append(m.remembered, r)
 	m.dropHold(h, EvSurrendered)
 	m.enqueue(r)
@@ -795,8 +795,8 @@ func (m *refTable) endSession(id SessionID, expired bool) refResult {
 		}
 	}
 	for _, r := range s.done {
-		if m.reqs[r.id] == r {
-			delete(m.reqs, r.id)
+		if m.reqs[r.key()] == r {
+			delete(m.reqs, r.key())
 		}
 	}
 	delete(m.sessions, id)
@@ -876,11 +876,15 @@ func (m *refTable) acquire(c *Acquire) refResult {
 	if s == nil {
 		return refResult{err: CodeNoSession}
 	}
-	if r := m.reqs[c.RequestID]; c.RequestID != "" && r != nil {
-		if r.sess != s.id {
-			return refResult{err: CodeInvalid}
+	if c.RequestID != "" {
+		if r := m.reqs[reqKey{s.id, c.RequestID}]; r != nil {
+			return refResult{request: m.view(r)}
 		}
-		return refResult{request: m.view(r)}
+		for k := range m.reqs {
+			if k.id == c.RequestID && !c.SessionScoped {
+				return refResult{err: CodeInvalid} // another session's, before ids were scoped
+			}
+		}
 	}
 	req, _ := quorum.Parse(string(c.Require))
 	need, _ := req.Need(len(c.Locks))
@@ -930,7 +934,7 @@ func (m *refTable) acquire(c *Acquire) refResult {
 	m.seq++
 	r := &refReq{id: id, sess: s.id, seq: m.seq, specs: specs, need: need, holdTTL: c.HoldTTL,
 		status: Pending, created: m.index}
-	m.reqs[id] = r
+	m.reqs[r.key()] = r
 	m.remembered = append(m.remembered, r)
 	r.upgrade = make([]bool, len(specs))
 	for i, sp := range specs {
@@ -958,8 +962,8 @@ func (m *refTable) release(c *Release) refResult {
 	if c.Name != "" {
 		names = []string{c.Name}
 	} else {
-		r := m.reqs[c.RequestID]
-		if r == nil || r.sess != s.id {
+		r := m.reqs[reqKey{s.id, c.RequestID}]
+		if r == nil {
 			return refResult{err: CodeNoRequest}
 		}
 		if r.status != Granted {
@@ -986,7 +990,7 @@ func (m *refTable) release(c *Release) refResult {
 		}
 	}
 	if c.RequestID != "" {
-		m.reqs[c.RequestID].status = Released // a second release by id is not_held
+		m.reqs[reqKey{s.id, c.RequestID}].status = Released // a second release by id is not_held
 	}
 	return refResult{released: names}
 }
@@ -1020,10 +1024,19 @@ func (m *refTable) surrenderCmd(c *Surrender) refResult {
 }
 
 func (m *refTable) cancel(c *Cancel) refResult {
-	r := m.reqs[c.RequestID]
-	if r == nil || (c.Session != 0 && r.sess != c.Session) {
-		return refResult{err: CodeNoRequest}
+	var found []*refReq
+	for k, r := range m.reqs {
+		if k.id == c.RequestID && (c.Session == 0 || k.s == c.Session) {
+			found = append(found, r)
+		}
 	}
+	switch {
+	case len(found) == 0:
+		return refResult{err: CodeNoRequest}
+	case len(found) > 1:
+		return refResult{err: CodeInvalid} // which session's: the cancel must say
+	}
+	r := found[0]
 	if r.status == Pending {
 		m.fail(r, Cancelled, EvCancelled)
 	}
@@ -1044,6 +1057,8 @@ func (m *refTable) view(r *refReq) *RequestInfo {
 	}
 	return info
 }
+
+func (r *refReq) key() reqKey { return reqKey{r.sess, r.id} }
 
 func (r *refReq) info() *RequestInfo {
 	return &RequestInfo{
@@ -1082,7 +1097,7 @@ func refFromTable(t *Table) *refTable {
 			q := &refReq{id: r.ID, sess: r.Session, seq: r.Seq, specs: slices.Clone(r.Locks), need: r.Need,
 				holdTTL: r.HoldTTL, deadline: r.Deadline, restore: r.Restore, upgrade: slices.Clone(r.Upgrade),
 				status: r.Status, token: r.Token, granted: slices.Clone(r.Granted), created: r.Created, ended: r.Ended}
-			m.reqs[q.id] = q
+			m.reqs[q.key()] = q
 			m.remembered = append(m.remembered, q)
 			if q.status == Pending {
 				m.pending = append(m.pending, q)
@@ -1092,7 +1107,7 @@ func refFromTable(t *Table) *refTable {
 	})
 	for id, ids := range done {
 		for _, rid := range ids {
-			m.sessions[id].done = append(m.sessions[id].done, m.reqs[rid])
+			m.sessions[id].done = append(m.sessions[id].done, m.reqs[reqKey{id, rid}])
 		}
 	}
 	return m

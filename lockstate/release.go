@@ -46,11 +46,14 @@ func (c *Release) apply(t *Table) Result {
 		return Result{Err: err}
 	}
 	var names []string
+	var r *request
 	if c.Name != "" {
 		names = []string{c.Name}
 	} else {
-		r := t.requests[c.RequestID]
-		if r == nil || r.s != s {
+		// The session's own request: another session's with the same id
+		// is not this one (and none was, before ids were scoped).
+		r = t.requests.of(s, c.RequestID)
+		if r == nil {
 			return Result{Err: errorf(CodeNoRequest, "request %q not found for session %s", c.RequestID, s.publicKey())}
 		}
 		if r.status != Granted { // released already: a retried release must not drop other holds
@@ -82,8 +85,8 @@ func (c *Release) apply(t *Table) Result {
 			t.touch(n)
 		}
 	}
-	if c.RequestID != "" {
-		t.requests[c.RequestID].status = Released
+	if r != nil {
+		r.status = Released
 	}
 	return Result{Released: names}
 }
@@ -166,13 +169,14 @@ func (t *Table) surrender(h *hold) {
 		specs:   []LockSpec{{Name: n.name, Mode: h.mode, Weight: h.weight, Limit: n.limit}},
 		require: quorum.All, need: 1, restore: h.count, status: Pending, created: t.index,
 	}
-	t.requests[r.id] = r
+	t.requests.add(r)
 	t.dropHold(h, EvSurrendered)
 	t.enqueue(r)
 	t.candidates.add(r) // it may be grantable at once if the waiters did not conflict after all
 }
 
-// Cancel withdraws a pending request. Session 0 matches any session.
+// Cancel withdraws a pending request: the one RequestID names for Auth
+// (Table.FindRequest's rule), of Session unless it is 0.
 type Cancel struct {
 	Session   SessionID `msgpack:"session,omitempty"`
 	RequestID string    `msgpack:"request_id"`
@@ -193,14 +197,8 @@ func (c *Cancel) Validate() *Error {
 
 // apply ends the request if it is still pending and returns its state.
 func (c *Cancel) apply(t *Table) Result {
-	r := t.requests[c.RequestID]
-	if r == nil || (c.Session != 0 && r.s.id != c.Session) {
-		return Result{Err: errorf(CodeNoRequest, "request %q not found", c.RequestID)}
-	}
-	if err := t.authorize(c.Auth, r.s, AccessWrite); err != nil {
-		if err.Code == CodeNoSession { // another token's: as if it did not exist
-			err = errorf(CodeNoRequest, "request %q not found", c.RequestID)
-		}
+	r, err := t.findRequest(c.Auth, c.Session, c.RequestID)
+	if err != nil {
 		return Result{Err: err}
 	}
 	if r.status == Pending {

@@ -199,7 +199,7 @@ func TestCloseAndExpire(t *testing.T) {
 		if d.tab.HasSession(a) {
 			t.Fatal("session still open")
 		}
-		if _, ok := d.tab.Request(q.ID); ok {
+		if _, ok := d.request(q.ID); ok {
 			t.Error("an ended session's requests are forgotten")
 		}
 		if expire {
@@ -445,7 +445,7 @@ func TestMultiLockQueued(t *testing.T) {
 		t.Fatalf("%s", res.Request.Status)
 	}
 	d.release(o2, "n2")
-	r, _ := d.tab.Request(res.Request.ID)
+	r, _ := d.request(res.Request.ID)
 	if r.Status != Granted || len(r.Granted) != 1 || r.Granted[0].Name != "n2" {
 		t.Fatalf("any: %+v", r)
 	}
@@ -656,7 +656,7 @@ func TestTokensAndCheck(t *testing.T) {
 	}
 	w := d.acquire(b, "db", Write, time.Minute)
 	d.release(a, "db")
-	r, _ := d.tab.Request(w.ID)
+	r, _ := d.request(w.ID)
 	if r.Token <= g1.Token {
 		t.Fatalf("next token %d not above %d", r.Token, g1.Token)
 	}
@@ -879,7 +879,7 @@ func TestGrantedRequestViewFollowsTheHold(t *testing.T) {
 			if r := d.apply(again).Request; r.Status != Released {
 				t.Fatalf("retry after the hold ended: %s, want released", r.Status)
 			}
-			if r, _ := d.tab.Request("job"); r.Status != Released {
+			if r, _ := d.request("job"); r.Status != Released {
 				t.Fatalf("Request view: %s", r.Status)
 			}
 		})

@@ -207,9 +207,7 @@ func (t *Table) endSession(id SessionID, expired bool) Result {
 		}
 	}
 	for _, r := range s.done {
-		if t.requests[r.id] == r {
-			delete(t.requests, r.id)
-		}
+		t.requests.remove(r)
 	}
 	delete(t.sessions, id)
 	t.own(s.owner, -1, 0)

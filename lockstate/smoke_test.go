@@ -26,7 +26,7 @@ func TestSmoke(t *testing.T) {
 	if st := d.status(r2.ID); st != Granted {
 		t.Fatalf("after release: %s", st)
 	}
-	got, _ := d.tab.Request(r2.ID)
+	got, _ := d.request(r2.ID)
 	if got.Token != d.index {
 		t.Fatalf("token %d, want %d", got.Token, d.index)
 	}

@@ -18,8 +18,8 @@ type Table struct {
 	sessions map[SessionID]*session
 	byKey    map[string]*session // sessions with a drawn key (CreateSession.Key)
 	nodes    map[string]*node
-	requests map[string]*request
-	roots    siblings // top-level names in creation order
+	requests requestIndex // by session and id (requests.go)
+	roots    siblings     // top-level names in creation order
 
 	deadlines deadlines
 
@@ -186,6 +186,7 @@ type request struct {
 
 	waiters []*waiter // while pending, one per spec
 	queued  bool      // in the candidate queue of the current settle
+	sameID  *request  // the next request of another session with the same id (requestIndex)
 }
 
 // New returns an empty table.
@@ -194,7 +195,7 @@ func New() *Table {
 		sessions: make(map[SessionID]*session),
 		byKey:    make(map[string]*session),
 		nodes:    make(map[string]*node),
-		requests: make(map[string]*request),
+		requests: newRequestIndex(0),
 	}
 }
 
@@ -679,9 +680,7 @@ func (t *Table) finish(r *request, st Status) {
 	if len(s.done) > DoneRequestsKept {
 		old := s.done[0]
 		s.done = s.done[1:]
-		if t.requests[old.id] == old {
-			delete(t.requests, old.id)
-		}
+		t.requests.remove(old)
 	}
 }
 

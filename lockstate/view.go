@@ -216,9 +216,14 @@ func (t *Table) LocksPage(prefix, after string, limit int, keep func(name string
 	return page, next
 }
 
-// Request returns an acquire request that is pending or recently finished.
-func (t *Table) Request(id string) (RequestInfo, bool) {
-	r := t.requests[id]
+// Request returns session's acquire request id, pending or recently
+// finished. (FindRequest finds a request by id alone, for a token.)
+func (t *Table) Request(session SessionID, id string) (RequestInfo, bool) {
+	s := t.sessions[session]
+	if s == nil {
+		return RequestInfo{}, false
+	}
+	r := t.requests.of(s, id)
 	if r == nil {
 		return RequestInfo{}, false
 	}
@@ -279,7 +284,7 @@ type Stats struct {
 
 // Stats returns the table's counts. It is O(names).
 func (t *Table) Stats() Stats {
-	st := Stats{Sessions: len(t.sessions), Requests: len(t.requests)}
+	st := Stats{Sessions: len(t.sessions), Requests: t.requests.n}
 	for _, n := range t.nodes {
 		if n.inUse() {
 			st.Locks++

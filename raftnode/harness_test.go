@@ -291,6 +291,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // settles an unknown outcome.
 func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
 	t.Helper()
+	res, index := proposeSettled(t, n, cmd)
+	if res.Err != nil {
+		t.Fatalf("propose %T: %v", cmd, res.Err)
+	}
+	return res, index
+}
+
+// proposeSettled is propose for a command the table may refuse: it
+// returns the result, refusal or not, and the entry's index.
+func proposeSettled(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, uint64) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
@@ -300,9 +311,6 @@ func propose(t testing.TB, n *Node, cmd lockstate.Command) (*lockstate.Result, u
 		}
 		if err != nil {
 			t.Fatalf("propose %T: %v", cmd, err)
-		}
-		if res.Err != nil {
-			t.Fatalf("propose %T: %v", cmd, res.Err)
 		}
 		return res, index
 	}
@@ -425,13 +433,20 @@ func acquire(t testing.TB, n *Node, s lockstate.SessionID, name, reqID string, w
 	return res.Request
 }
 
-// request reads a request's state from n's table.
+// request reads a request's state from n's table, of whichever session
+// has one with id: tests give each id to one session.
 func request(n *Node, id string) (lockstate.RequestInfo, bool) {
 	var (
 		info lockstate.RequestInfo
 		ok   bool
 	)
-	n.FSM().Read(func(t *lockstate.Table) { info, ok = t.Request(id) })
+	n.FSM().Read(func(t *lockstate.Table) {
+		for _, s := range t.Sessions() {
+			if info, ok = t.Request(s.ID, id); ok {
+				return
+			}
+		}
+	})
 	return info, ok
 }
 

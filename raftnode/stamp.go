@@ -16,10 +16,12 @@ const sessionKeyBytes = 16
 
 // stamp fills in what only the leader decides, just before it proposes
 // (the command's fsm.LeaderFields): a new session's key, drawn here so
-// that no client and no follower chooses it, and this node's limits
-// (and, under Config.UnsafeNoHoldTTL only, an acquire's hold TTL: none).
-// Entries in formats before fsm.FormatACL carry neither (an older voter
-// could not read them): the session's id in decimal is then its key.
+// that no client and no follower chooses it, this node's limits, and
+// whether an acquire's request id is its session's own (and, under
+// Config.UnsafeNoHoldTTL only, an acquire's hold TTL: none). Entries in
+// formats before fsm.FormatACL carry neither key nor limits (an older
+// voter could not read them): the session's id in decimal is then its
+// key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 	n.dropHoldTTL(cmd)
 	f := fsm.LeaderFieldsOf(cmd)
@@ -27,6 +29,12 @@ func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 		// A new leader that has not yet seen its voters' builds: wait for
 		// it rather than give a session a guessable key.
 		return fmt.Errorf("%w: the voters' log format is not known yet", errRetry)
+	}
+	if f.SessionScoped != nil {
+		// Set either way, whatever a forwarded command said: an older
+		// voter applies an acquire by the rule before, so ids are the
+		// session's own only once every voter applies the new one.
+		*f.SessionScoped = format >= fsm.FormatSessionRequestIDs
 	}
 	if format < fsm.FormatACL {
 		return nil

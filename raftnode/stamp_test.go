@@ -1,9 +1,13 @@
 package raftnode
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/fsm"
 	"github.com/lockd/lockd/lockstate"
 )
 
@@ -58,5 +62,47 @@ func TestUsableKey(t *testing.T) {
 		if err != nil || !usableKey(key) || len(key) != 22 {
 			t.Fatalf("NewSessionKey() = %q, %v", key, err)
 		}
+	}
+}
+
+// The leader scopes an acquire's request id to its session only once
+// every voter applies fsm.FormatSessionRequestIDs, whatever the proposer
+// sent: below that format another session's id is refused, as an older
+// build refuses it; from it on two sessions use one id and each is
+// granted. The entry in the log carries the leader's word.
+func TestLeaderScopesRequestIDsByFormat(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	for _, tc := range []struct {
+		format fsm.Format
+		scoped bool
+	}{
+		{fsm.FormatDenyCert, false},
+		{fsm.FormatSessionRequestIDs, true},
+	} {
+		t.Run(fmt.Sprintf("format %d", tc.format), func(t *testing.T) {
+			for _, tn := range c.live() { // every node's gate: the leader may move
+				tn.get().SetLogFormat(func() int { return int(tc.format) })
+			}
+			n := c.follower(c.leader()).get() // a forwarded proposal: the leader stamps it
+			id := fmt.Sprintf("job-%d", tc.format)
+			a, b := createSession(t, n, time.Minute), createSession(t, n, time.Minute)
+			acquire(t, n, a, id+"/a", id, 0, 0)
+			res, index := proposeSettled(t, n, &lockstate.Acquire{Session: b, RequestID: id, SessionScoped: !tc.scoped,
+				Locks: []lockstate.LockSpec{{Name: id + "/b", Mode: lockstate.Write}}})
+			switch {
+			case tc.scoped && (res.Err != nil || res.Request.Session != b || res.Request.Status != lockstate.Granted):
+				t.Fatalf("b's acquire: %+v, %v; want granted to b", res.Request, res.Err)
+			case !tc.scoped && (res.Err == nil || res.Err.Code != lockstate.CodeInvalid):
+				t.Fatalf("b's acquire: %+v, %v; want invalid_request", res.Request, res.Err)
+			}
+			var entry raft.Log
+			waitFor(t, 10*time.Second, fmt.Sprintf("entry %d in the log", index), func() bool {
+				return n.logs.GetLog(index, &entry) == nil
+			})
+			_, cmd, err := fsm.Decode(entry.Data)
+			if acq, ok := cmd.(*lockstate.Acquire); err != nil || !ok || acq.SessionScoped != tc.scoped {
+				t.Fatalf("entry %d: %#v, %v; want an acquire with SessionScoped %v", index, cmd, err, tc.scoped)
+			}
+		})
 	}
 }

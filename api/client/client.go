@@ -37,7 +37,7 @@
 //     by a lost answer holds nothing and expires after its TTL;
 //   - an acquire carries a request_id made by the client (crypto/rand),
 //     so the server never queues it twice. When its answer is lost the
-//     client re-attaches with GET /v1/requests/{id}?wait= on any node
+//     client re-attaches with GET /v1/requests/{id}?session=&wait= on any node
 //     instead of proposing again, and re-sends the same acquire only if
 //     the cluster never saw it;
 //   - release (Unlock) and Surrender are not idempotent. They are resent

@@ -240,3 +240,33 @@ func TestReleaseRetriedOnlyWhenNotApplied(t *testing.T) {
 		}
 	}
 }
+
+// An acquire whose answer is lost re-attaches with GET /v1/requests/{id}
+// naming its session: request ids are each session's own, and another
+// session of the same token may use the same one.
+func TestReattachNamesTheSession(t *testing.T) {
+	var gets atomic.Int32
+	c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/sessions":
+			fmt.Fprint(w, `{"id":"s1","ttl":"10s"}`)
+		case r.URL.Path == "/v1/acquire":
+			writeAPIError(w, http.StatusServiceUnavailable, client.CodeNoLeader) // the outcome is unknown
+		case strings.HasPrefix(r.URL.Path, "/v1/requests/") && r.Method == http.MethodGet:
+			gets.Add(1)
+			if r.URL.Query().Get("session") != "s1" {
+				writeAPIError(w, http.StatusBadRequest, client.CodeInvalidRequest) // as for an id two sessions use
+				return
+			}
+			id := strings.TrimPrefix(r.URL.Path, "/v1/requests/")
+			fmt.Fprintf(w, `{"request_id":%q,"session":"s1","status":"granted","token":3,"granted":[{"name":"a","mode":"write","weight":1,"token":3}]}`, id)
+		default:
+			fmt.Fprint(w, `{}`)
+		}
+	})
+	s := newSession(t, c, 10*time.Second)
+	g, err := s.Lock(ctxFor(t, 10*time.Second), "a")
+	if err != nil || g.Token != 3 || gets.Load() == 0 {
+		t.Fatalf("lock after a lost answer: %+v, %v (%d re-attaches)", g, err, gets.Load())
+	}
+}

@@ -292,11 +292,12 @@ func (s *Session) request(ctx context.Context, body wire.AcquireRequest) (*Grant
 }
 
 // reattach long-polls GET /v1/requests/{id} until the request ends or
-// ctx does.
+// ctx does. It names the session: a request id is the session's own, and
+// another session of the same token may use the same one.
 func (s *Session) reattach(ctx context.Context, id string, wait time.Duration) (*Grant, error) {
 	for {
 		poll := min(wait, waitFor(ctx))
-		q := url.Values{"wait": {poll.String()}}
+		q := url.Values{"wait": {poll.String()}, "session": {s.id}}
 		var st wire.Request
 		err := s.c.do(ctx, call{method: "GET", path: "/v1/requests/" + url.PathEscape(id), query: q, out: &st, wait: poll})
 		switch {

@@ -163,34 +163,37 @@ func (s *Service) cancelled(ctx context.Context, info *lockstate.RequestInfo, in
 	return refusal(CodeCancelled, "request %s was cancelled", info.ID)
 }
 
-// Request returns request id's state. With wait > 0 it long-polls: it
-// answers once the request is no longer pending, or when wait (capped at
-// MaxWait) runs out, with the state then. A long-poll only reads: the
-// table's deadline ends a pending request once a leader ticks, so
-// re-attaching never needs to decide anything.
-func (s *Service) Request(ctx context.Context, c Consistency, id string, wait time.Duration) (*lockstate.RequestInfo, error) {
+// Request returns the state of the request that id names for the
+// caller, of the session whose key is session unless that is "": the
+// table's rule (lockstate.Table.FindRequest) finds the caller's own (a
+// management token's, or without ACLs anyone's); another token's with
+// the same id is request_not_found as if it did not exist, and several of
+// the caller's own are invalid_request until it names the session. With
+// wait > 0 it long-polls that request: it answers once the request is no
+// longer pending, or when wait (capped at MaxWait) runs out, with the
+// state then. A long-poll only reads: the table's deadline ends a pending
+// request once a leader ticks, so re-attaching never needs to decide
+// anything.
+func (s *Service) Request(ctx context.Context, c Consistency, session, id string, wait time.Duration) (*lockstate.RequestInfo, error) {
 	if err := s.catchUp(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := s.mayFollow(ctx, id); err != nil {
-		return nil, err
-	}
-	st, end := s.awaitRequest(ctx, id, 0, time.Now().Add(min(wait, s.cfg.MaxWait)))
-	if st.found {
-		// The answer's own owner: an id unknown at the first check may
-		// since have become another token's request.
-		err := s.readAs(ctx, func(_ *lockstate.Table, tok *lockstate.TokenInfo) error {
-			if !owns(tok, st.info.Owner) {
-				return requestNotFound(id)
-			}
-			return nil
-		})
-		if err != nil {
+	var sess lockstate.SessionID
+	if session != "" {
+		var err error
+		if sess, err = s.resolveSession(ctx, session); err != nil {
 			return nil, err
 		}
 	}
+	found, err := s.findRequest(ctx, sess, id)
+	if err != nil {
+		return nil, err
+	}
+	// The wait follows that one request, by its session and id: another
+	// session's request with the id, made meanwhile, is never the answer.
+	st, end := s.awaitRequest(ctx, id, found.Session, time.Now().Add(min(wait, s.cfg.MaxWait)))
 	switch {
-	case !st.found:
+	case !st.found: // forgotten meanwhile, with its session
 		return nil, requestNotFound(id)
 	case end == waitAborted && st.info.Status == lockstate.Pending:
 		return nil, stillPending(id, errStoppedWaiting)
@@ -198,16 +201,22 @@ func (s *Service) Request(ctx context.Context, c Consistency, id string, wait ti
 	return &st.info, nil
 }
 
-// mayFollow checks that the caller owns the session of request id (or is a
-// management token). An unknown request passes: the caller is told it
-// was not found.
-func (s *Service) mayFollow(ctx context.Context, id string) error {
-	return s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
-		if info, ok := t.Request(id); ok && !owns(tok, info.Owner) {
-			return requestNotFound(id) // as if it did not exist
+// findRequest returns the request id names for the caller in this node's
+// table, narrowed to session unless it is 0 (lockstate.Table.FindRequest).
+func (s *Service) findRequest(ctx context.Context, session lockstate.SessionID, id string) (lockstate.RequestInfo, error) {
+	var info lockstate.RequestInfo
+	err := s.readAs(ctx, func(t *lockstate.Table, tok *lockstate.TokenInfo) error {
+		auth := ""
+		if tok != nil {
+			auth = tok.ID
+		}
+		var refused *lockstate.Error
+		if info, refused = t.FindRequest(auth, session, id); refused != nil {
+			return refused
 		}
 		return nil
 	})
+	return info, err
 }
 
 // requestNotFound is the refusal of a request that does not exist, or is

@@ -19,9 +19,9 @@ type leaderWaiter interface {
 }
 
 // answerAwait waits on this node's table for another node's waiter (a
-// raftnode.Awaiter). It answers only for the request created at index
-// created, once it has applied that entry, and not at all while the
-// service closes: a pending answer then would only be asked again.
+// raftnode.Awaiter). It answers only for session's request id created at
+// index created, once it has applied that entry, and not at all while
+// the service closes: a pending answer then would only be asked again.
 func (s *Service) answerAwait(ctx context.Context, id string, session lockstate.SessionID, created uint64, wait time.Duration) (lockstate.RequestInfo, bool) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
@@ -33,7 +33,7 @@ func (s *Service) answerAwait(ctx context.Context, id string, session lockstate.
 		return lockstate.RequestInfo{}, false
 	}
 	st, end := s.awaitRequest(ctx, id, session, until)
-	same := st.found && st.info.Session == session && st.info.Created == created
+	same := st.found && st.info.Created == created // the session's id may be reused once the first is forgotten
 	return st.info, same && end != waitAborted
 }
 

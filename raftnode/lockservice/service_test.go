@@ -48,7 +48,7 @@ func waitPending(t *testing.T, svc *lockservice.Service, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := svc.Request(context.Background(), lockservice.Stale, id, 0)
+		info, err := svc.Request(context.Background(), lockservice.Stale, "", id, 0)
 		if err == nil && info.Status == lockstate.Pending {
 			return
 		}
@@ -177,13 +177,13 @@ func TestRequestLongPollAnswersOnGrant(t *testing.T) {
 	go func() { _, _ = acquire(svc, b, "lp", 10*time.Second, "b-lp") }()
 	waitPending(t, svc, "b-lp")
 
-	info, err := svc.Request(context.Background(), lockservice.Linearizable, "b-lp", 100*time.Millisecond)
+	info, err := svc.Request(context.Background(), lockservice.Linearizable, "", "b-lp", 100*time.Millisecond)
 	if err != nil || info.Status != lockstate.Pending {
 		t.Fatalf("long-poll that ran out: %+v, %v, want pending", info, err)
 	}
 	polled := make(chan *lockstate.RequestInfo, 1)
 	go func() {
-		info, _ := svc.Request(context.Background(), lockservice.Linearizable, "b-lp", 10*time.Second)
+		info, _ := svc.Request(context.Background(), lockservice.Linearizable, "", "b-lp", 10*time.Second)
 		polled <- info
 	}()
 	if _, err := svc.Release(context.Background(), a, &lockstate.Release{Name: "lp"}); err != nil {
@@ -192,7 +192,7 @@ func TestRequestLongPollAnswersOnGrant(t *testing.T) {
 	if info := <-polled; info == nil || info.Status != lockstate.Granted {
 		t.Fatalf("long-poll after release: %+v, want granted", info)
 	}
-	if _, err := svc.Request(context.Background(), lockservice.Stale, "nobody", 0); code(err) != lockstate.CodeNoRequest {
+	if _, err := svc.Request(context.Background(), lockservice.Stale, "", "nobody", 0); code(err) != lockstate.CodeNoRequest {
 		t.Fatalf("unknown request: %v, want request_not_found", err)
 	}
 }

@@ -11,23 +11,29 @@ import (
 
 // Waiting is local: once an acquire's entry is applied here, this node
 // follows the request in its own table, whoever the leader is. One FSM
-// subscription per node feeds a registry of waits keyed by request id,
-// so an applied entry wakes exactly the waits it concerns instead of every
-// long-poll in flight.
+// subscription per node feeds a registry of waits keyed by request (its
+// session and id: sessions may share an id), so an applied entry wakes
+// exactly the waits it concerns instead of every long-poll in flight.
 
-// requestWaits wakes the waits on a request id when an applied entry
-// emits an event for it.
+// requestKey names a request: its id is unique within its session.
+type requestKey struct {
+	session lockstate.SessionID
+	id      string
+}
+
+// requestWaits wakes the waits on a request when an applied entry emits
+// an event for it.
 type requestWaits struct {
 	fsm  *fsm.FSM
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex
-	byID map[string]map[chan struct{}]struct{}
+	mu    sync.Mutex
+	byReq map[requestKey]map[chan struct{}]struct{}
 }
 
 func newRequestWaits(f *fsm.FSM) *requestWaits {
-	w := &requestWaits{fsm: f, done: make(chan struct{}), byID: make(map[string]map[chan struct{}]struct{})}
+	w := &requestWaits{fsm: f, done: make(chan struct{}), byReq: make(map[requestKey]map[chan struct{}]struct{})}
 	sub := f.Subscribe(0) // subscribe before anyone waits: no event is missed
 	w.wg.Add(1)
 	go w.follow(sub)
@@ -49,7 +55,7 @@ func (w *requestWaits) follow(sub *fsm.Subscription) {
 			}
 			for _, ev := range batch.Events {
 				if ev.RequestID != "" {
-					w.wake(ev.RequestID)
+					w.wake(requestKey{ev.Session, ev.RequestID})
 				}
 			}
 		case <-w.done:
@@ -64,32 +70,32 @@ func (w *requestWaits) close() {
 	w.wg.Wait()
 }
 
-// add registers a wait on id. The channel receives a value when an event
-// for id is applied; read the table after add to lose nothing. The
+// add registers a wait on request k. The channel receives a value when an
+// event for k is applied; read the table after add to lose nothing. The
 // returned function removes the wait.
-func (w *requestWaits) add(id string) (<-chan struct{}, func()) {
+func (w *requestWaits) add(k requestKey) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
-	set := w.byID[id]
+	set := w.byReq[k]
 	if set == nil {
 		set = make(map[chan struct{}]struct{})
-		w.byID[id] = set
+		w.byReq[k] = set
 	}
 	set[ch] = struct{}{}
 	w.mu.Unlock()
 	return ch, func() {
 		w.mu.Lock()
 		delete(set, ch)
-		if len(set) == 0 { // set is still byID[id]: it is only dropped once empty
-			delete(w.byID, id)
+		if len(set) == 0 { // set is still byReq[k]: it is only dropped once empty
+			delete(w.byReq, k)
 		}
 		w.mu.Unlock()
 	}
 }
 
-func (w *requestWaits) wake(id string) {
+func (w *requestWaits) wake(k requestKey) {
 	w.mu.Lock()
-	for ch := range w.byID[id] {
+	for ch := range w.byReq[k] {
 		signal(ch)
 	}
 	w.mu.Unlock()
@@ -97,7 +103,7 @@ func (w *requestWaits) wake(id string) {
 
 func (w *requestWaits) wakeAll() {
 	w.mu.Lock()
-	for _, set := range w.byID {
+	for _, set := range w.byReq {
 		for ch := range set {
 			signal(ch)
 		}
@@ -139,13 +145,13 @@ const (
 type requestState struct {
 	info        lockstate.RequestInfo
 	found       bool // false: never created here, or forgotten with its closed session
-	sessionLive bool // its session (the given one, or the request's own) is open
+	sessionLive bool // its session is open
 }
 
-// awaitRequest waits until request id is no longer pending in the local
-// table, or until passes, and returns the last state seen.
+// awaitRequest waits until session's request id is no longer pending in
+// the local table, or until passes, and returns the last state seen.
 func (s *Service) awaitRequest(ctx context.Context, id string, sess lockstate.SessionID, until time.Time) (requestState, waitEnd) {
-	wake, remove := s.waits.add(id)
+	wake, remove := s.waits.add(requestKey{sess, id})
 	defer remove()
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
@@ -154,11 +160,8 @@ func (s *Service) awaitRequest(ctx context.Context, id string, sess lockstate.Se
 	for {
 		var st requestState
 		s.fsm.Read(func(t *lockstate.Table) {
-			st.info, st.found = t.Request(id)
-			if st.found {
-				sess = st.info.Session
-			}
-			st.sessionLive = sess != 0 && t.HasSession(sess)
+			st.info, st.found = t.Request(sess, id)
+			st.sessionLive = t.HasSession(sess)
 		})
 		if !st.found || st.info.Status != lockstate.Pending {
 			return st, waitFinal

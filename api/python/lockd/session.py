@@ -393,7 +393,9 @@ class Session:
             if (attempt and attempt.abort.is_set()) or time.monotonic() > give_up:
                 return self._cancel(rid)
             poll = min(wait, max(give_up - time.monotonic(), 0.0), 30.0)
-            st = t.do("GET", f"/v1/requests/{quote(rid)}", query={"wait": format_duration(poll)}, wait=poll).data
+            # The session names the request: ids are each session's own.
+            st = t.do("GET", f"/v1/requests/{quote(rid)}", query={"wait": format_duration(poll), "session": self.id},
+                      wait=poll).data
             status = st.get("status", "")
             if status == "granted":
                 return Grant(self, st)

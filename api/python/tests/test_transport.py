@@ -3,9 +3,13 @@ which calls are retried when a node takes a request and answers nothing."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -118,3 +122,58 @@ def test_unsafe_call_never_sent_is_retried() -> None:
     with pytest.raises(lockd.ClusterUnavailable) as e:
         c.transport.do("POST", "/v1/release", body={}, retry=Retry.UNSENT)
     assert "attempts" in e.value.message
+
+
+def test_reattach_names_the_session() -> None:
+    """An acquire whose answer is lost re-attaches with GET
+    /v1/requests/{id} naming its session: request ids are each session's
+    own, and another session of the same token may use the same one."""
+    gets: list[str] = []
+
+    class FakeNode(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/v1/sessions":
+                self.answer(201, {"id": "s1", "ttl": "10s"})
+            elif self.path == "/v1/acquire":  # the outcome is unknown
+                self.answer(503, {"error": {"code": "no_leader", "message": "fake"}})
+            else:
+                self.answer(200, {"ttl": "10s"})
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if not url.path.startswith("/v1/requests/"):
+                self.answer(200, {})
+                return
+            session = parse_qs(url.query).get("session", [""])[0]
+            gets.append(session)
+            if session != "s1":  # as for an id two sessions use
+                self.answer(400, {"error": {"code": "invalid_request", "message": "give the session"}})
+                return
+            self.answer(200, {"request_id": url.path.rsplit("/", 1)[1], "session": "s1", "status": "granted", "token": 3,
+                              "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]})
+
+        def do_DELETE(self) -> None:
+            self.answer(200, {"released": []})
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeNode)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = _client(f"127.0.0.1:{srv.server_address[1]}").session(10)
+        g = s.lock("a", wait=5)
+        assert g.token == 3
+        assert gets and all(x == "s1" for x in gets), f"re-attaches named sessions {gets}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
