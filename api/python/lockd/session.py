@@ -419,18 +419,38 @@ class Session:
     # ---- releasing --------------------------------------------------------
 
     def release(self, grant: Grant) -> None:
-        """Releases one hold of every lock the grant got."""
+        """Releases one hold of every lock the grant got. After a lost
+        answer it asks the cluster for the request's state before
+        resending: a request is released once, so it is never counted down
+        twice."""
         body = {"session": self.id, "request_id": grant.request_id}
-        try:
-            self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT)
-        except LockdError as e:
-            self._note_lost(e)
-            if isinstance(e, NotHeld):
-                for n in grant.names():
-                    self._not_held(n, e)
-            raise
+        while True:
+            try:
+                self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT)
+                break
+            except OutcomeUnknown as e:
+                if self._request_released(grant.request_id, e):
+                    break
+            except LockdError as e:
+                self._note_lost(e)
+                if isinstance(e, NotHeld):
+                    for n in grant.names():
+                        self._not_held(n, e)
+                raise
         grant.released = True
         self._released(grant.names())
+
+    def _request_released(self, rid: str, cause: OutcomeUnknown) -> bool:
+        """Whether a release of request rid whose outcome is unknown took
+        effect (the request says "released"); False when it did not
+        ("granted": resend); OutcomeUnknown when the cluster cannot say."""
+        st = self.client.transport.do("GET", f"/v1/requests/{quote(rid)}", query={"session": self.id}).data
+        status = st.get("status", "")
+        if status == "released":
+            return True
+        if status == "granted":
+            return False
+        raise OutcomeUnknown(f"release of request {rid}: the request is {status or 'unknown'}") from cause
 
     def unlock(self, name: str) -> None:
         """Releases one hold of name (a reentrant hold counts down by one);

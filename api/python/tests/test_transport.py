@@ -177,3 +177,61 @@ def test_reattach_names_the_session() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("state,sends", [("released", 1), ("granted", 2)])
+def test_release_of_unknown_outcome_is_settled(state: str, sends: int) -> None:
+    """A release whose answer was lost (503 without not_applied) asks for
+    the request's state: "released" means the first send took effect and
+    nothing is sent again; "granted" means it did not, and it is sent once
+    more. Never counted down twice, never raised as unknown."""
+    releases: list[int] = []
+
+    class FakeNode(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/v1/sessions":
+                self.answer(201, {"id": "s1", "ttl": "10s"})
+            elif self.path == "/v1/acquire":
+                self.answer(200, {"status": "granted", "request_id": "r1", "token": 3,
+                                  "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]})
+            elif self.path == "/v1/release":
+                releases.append(1)
+                if len(releases) == 1:  # the first answer is lost
+                    self.answer(503, {"error": {"code": "no_leader", "message": "fake"}})
+                else:
+                    self.answer(200, {"released": [{"name": "a"}]})
+            else:
+                self.answer(200, {"ttl": "10s"})
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/v1/requests/r1"):
+                self.answer(200, {"request_id": "r1", "session": "s1", "status": state, "token": 3})
+            else:
+                self.answer(200, {})
+
+        def do_DELETE(self) -> None:
+            self.answer(200, {"released": []})
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeNode)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = _client(f"127.0.0.1:{srv.server_address[1]}").session(10)
+        g = s.lock("a", wait=5)
+        s.release(g)
+        assert g.released
+        assert len(releases) == sends, f"release sent {len(releases)} times, want {sends}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
