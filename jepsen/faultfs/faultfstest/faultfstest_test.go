@@ -1,0 +1,216 @@
+package faultfstest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockd/lockd/jepsen/faultfs"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// reports keeps what a mount reported instead of failing the test.
+type reports struct {
+	mu    sync.Mutex
+	msgs  []string
+	first chan struct{} // closed at the first report
+}
+
+func newReports() *reports { return &reports{first: make(chan struct{})} }
+
+func (r *reports) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+	if len(r.msgs) == 1 {
+		close(r.first)
+	}
+}
+
+func (r *reports) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.msgs, "\n")
+}
+
+// mirror mounts a mirror of a fresh directory at another, cut after
+// wait; it returns the mirror, a file written on it, and where it is
+// mounted.
+func mirror(t *testing.T, wait time.Duration, rep *reports) (*faultfs.Remote, string, string) {
+	t.Helper()
+	dir := realDir(t)
+	r := mount(t, t.TempDir(), dir, wait, rep.add)
+	path := filepath.Join(dir, "log")
+	if err := os.WriteFile(path, []byte("written"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r, path, dir
+}
+
+// realDir is a fresh directory, named as the mount table names a mount
+// there.
+func realDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// within runs f and returns its error, failing t if it takes a minute:
+// a call on a cut mount must come back long before.
+func within(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still waiting a minute on", what)
+		return nil
+	}
+}
+
+// mounted reports whether anything is mounted at dir.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	table, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(table)) {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// aborted reports whether err is how a call on an aborted FUSE
+// connection fails: ECONNABORTED if it was waiting, ENOTCONN if made
+// after.
+func aborted(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// gone checks that the child exited and nothing is left mounted at dir.
+func gone(t *testing.T, pid int, dir string) {
+	t.Helper()
+	if mounted(t, dir) {
+		t.Errorf("%s is still mounted", dir)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child (pid %d) is still there: %v", pid, err)
+	}
+}
+
+// TestStoppedChildFailsAtTheDeadline: a child that answers nothing
+// (stopped, as a deadlocked server would be) holds a read on its mount
+// until the test's deadline, and no longer: the read fails, the mount is
+// gone, and the test is told, naming the mount.
+func TestStoppedChildFailsAtTheDeadline(t *testing.T) {
+	rep := newReports()
+	r, path, dir := mirror(t, 2*time.Second, rep)
+	pid := r.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	err := within(t, "a read on a stopped child's mount", func() error { _, err := os.ReadFile(path); return err })
+	if !aborted(err) {
+		t.Errorf("read on a stopped child's mount: %v, want ENOTCONN or ECONNABORTED once cut", err)
+	}
+	within(t, "the watchdog's report", func() error { <-rep.first; return nil }) // made once the cut is done
+	if got := rep.String(); !strings.Contains(got, dir) || !strings.Contains(got, "cut") {
+		t.Errorf("reported %q, want the cut of %s", got, dir)
+	}
+	gone(t, pid, dir)
+	if n := r.Failed(); n != -1 {
+		t.Errorf("Failed() after the cut = %d, want -1", n)
+	}
+	if err := r.Unmount(); err == nil || !strings.Contains(err.Error(), "still ran") {
+		t.Errorf("Unmount after the cut: %v, want the cause", err)
+	}
+}
+
+// TestKilledChildFailsAtOnce: a child that died fails the calls on its
+// mount at once (ENOTCONN), and the calls to it; Unmount says how it
+// ended, and leaves nothing mounted.
+func TestKilledChildFailsAtOnce(t *testing.T) {
+	rep := newReports()
+	r, path, dir := mirror(t, time.Minute, rep)
+	pid := r.Pid()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := within(t, "a read on a dead child's mount", func() error { _, err := os.ReadFile(path); return err })
+	if !aborted(err) {
+		t.Errorf("read on a dead child's mount: %v, want ENOTCONN or ECONNABORTED", err)
+	}
+	r.FailWrites(true)
+	err = within(t, "Unmount", r.Unmount)
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Unmount of a dead child's mount: %v, want how it ended", err)
+	}
+	gone(t, pid, dir)
+	if got := rep.String(); got != "" && !strings.Contains(got, "killed") {
+		t.Errorf("reported %q", got)
+	}
+}
+
+// TestUnansweredCallFails: a call to a child that does not answer ends
+// at its own deadline, and cuts the mount: what waited on it fails.
+func TestUnansweredCallFails(t *testing.T) {
+	rep := newReports()
+	r, path, dir := mirror(t, time.Minute, rep)
+	r.Timeout = time.Second
+	pid := r.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := os.ReadFile(path); read <- err }()
+	var n int64
+	within(t, "BadReads", func() error { n = r.BadReads(); return nil })
+	if n != -1 {
+		t.Errorf("BadReads() of a stopped child = %d, want -1", n)
+	}
+	if err := within(t, "the read waiting on the mount", func() error { return <-read }); !aborted(err) {
+		t.Errorf("read on the mount of a stopped child: %v, want ENOTCONN or ECONNABORTED once cut", err)
+	}
+	gone(t, pid, dir)
+	if err := r.Unmount(); err == nil || !strings.Contains(err.Error(), "no answer in 1s") {
+		t.Errorf("Unmount: %v, want the call that had no answer", err)
+	}
+}
+
+// TestChildFailsItsMountAtItsLimit: with no watchdog in this process
+// (the backstop for one that cannot run), the child cuts its mount by
+// itself at the limit it was given: a file open there fails from then on,
+// and nothing is left mounted.
+func TestChildFailsItsMountAtItsLimit(t *testing.T) {
+	dir := realDir(t)
+	r := start(t, t.TempDir(), dir, time.Second)
+	t.Cleanup(func() { _ = r.Unmount() }) // if the test fails before the limit
+	file, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	within(t, "the child's exit at its limit", func() error { <-r.Exited(); return nil })
+	if _, err := file.Write([]byte("late")); !aborted(err) {
+		t.Errorf("write on a mount cut by its child: %v, want ENOTCONN or ECONNABORTED", err)
+	}
+	gone(t, r.Pid(), dir)
+	if err := r.Unmount(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("Unmount of a mount its child cut: %v, want how the child ended", err)
+	}
+}
