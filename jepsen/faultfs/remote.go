@@ -237,9 +237,9 @@ func (r *Remote) Cut(cause error) error {
 	return r.cutErr
 }
 
-// Pid is the child's process id, for a test that stops or kills it to
-// see how what uses the mount copes.
-func (r *Remote) Pid() int { return r.cmd.Process.Pid }
+// Process is the child, for a test that stops or kills it to see how
+// what uses the mount copes.
+func (r *Remote) Process() *os.Process { return r.cmd.Process }
 
 // Exited is closed once the child exited: after Unmount, or when it
 // died or cut its mount itself (StartChild's within).
