@@ -210,3 +210,24 @@ func TestUnmountLetsGoOfUnsyncedFiles(t *testing.T) {
 		t.Errorf("%d files still kept after Unmount", kept)
 	}
 }
+
+// TestUnmountCutsAMountInUse: Unmount does not wait for a file left
+// open on the mount: the mount is aborted and detached, and the file's
+// calls fail.
+func TestUnmountCutsAMountInUse(t *testing.T) {
+	f, dir := faultfstest.MountTemp(t)
+	file, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if err := f.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte("late")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Errorf("write on a file left open at Unmount: %v, want ENOTCONN", err)
+	}
+	if on, err := faultfs.Mounted(dir); on || err != nil {
+		t.Errorf("a mirror still mounted after Unmount: %v, %v", on, err)
+	}
+}

@@ -159,6 +159,17 @@ func connOf(mountpoint string) (uint32, error) {
 	return conn, nil
 }
 
+// Mounted reports whether a mirror is mounted on top at dir, from the
+// mount table: it never waits on the mount's server.
+func Mounted(dir string) (bool, error) {
+	real, err := realPath(dir)
+	if err != nil {
+		return false, err
+	}
+	_, typ, err := topMount(real)
+	return err == nil && typ == fsType, nil
+}
+
 // topMount is the device minor and type of what is mounted on top at
 // mountpoint (an absolute path without symlinks), read from the mount
 // table rather than by a stat, which would wait on a FUSE mount's server

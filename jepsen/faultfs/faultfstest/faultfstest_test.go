@@ -49,7 +49,7 @@ func (r *reports) String() string {
 // the mount was cut first, on a machine too busy to open it in time.
 func mirror(t *testing.T, wait, limit time.Duration, rep *reports) (r *faultfs.Remote, file *os.File, dir string, ok bool) {
 	t.Helper()
-	dir = realDir(t)
+	dir = t.TempDir()
 	var under, st unix.Stat_t
 	if err := unix.Stat(dir, &under); err != nil {
 		t.Fatal(err)
@@ -84,17 +84,6 @@ func untilMounted(t *testing.T, try func(limit time.Duration) bool) {
 	}
 }
 
-// realDir is a fresh directory, named as the mount table names a mount
-// there.
-func realDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // within runs f and returns its error, failing t if it takes a minute:
 // a call on a cut mount must come back long before.
 func within(t *testing.T, what string, f func() error) error {
@@ -108,21 +97,6 @@ func within(t *testing.T, what string, f func() error) error {
 		t.Fatalf("%s: still waiting a minute on", what)
 		return nil
 	}
-}
-
-// mounted reports whether anything is mounted at dir.
-func mounted(t *testing.T, dir string) bool {
-	t.Helper()
-	table, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(table)) {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // stop stops the child p as a deadlocked server would be: it answers
@@ -159,8 +133,8 @@ func aborted(err error) bool {
 // gone checks that the child exited and nothing is left mounted at dir.
 func gone(t *testing.T, pid int, dir string) {
 	t.Helper()
-	if mounted(t, dir) {
-		t.Errorf("%s is still mounted", dir)
+	if on, err := faultfs.Mounted(dir); on || err != nil {
+		t.Errorf("a mirror still mounted at %s: %v, %v", dir, on, err)
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the child (pid %d) is still there: %v", pid, err)
