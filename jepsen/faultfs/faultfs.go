@@ -154,7 +154,7 @@ func connOf(mountpoint string) (uint32, error) {
 		return 0, err
 	}
 	if typ != fsType {
-		return 0, fmt.Errorf("faultfs: no mirror mounted at %s (%s on top)", mountpoint, typ)
+		return 0, fmt.Errorf("faultfs: no mirror mounted at %s (on top: %q)", mountpoint, typ)
 	}
 	return conn, nil
 }
@@ -162,18 +162,25 @@ func connOf(mountpoint string) (uint32, error) {
 // Mounted reports whether a mirror is mounted on top at dir, from the
 // mount table: it never waits on the mount's server.
 func Mounted(dir string) (bool, error) {
-	real, err := realPath(dir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false, fmt.Errorf("faultfs: %w", err)
+	}
+	// The directory above is resolved, not dir: that would stat the
+	// mount's root, which asks its server.
+	parent, err := realPath(filepath.Dir(abs))
 	if err != nil {
 		return false, err
 	}
-	_, typ, err := topMount(real)
-	return err == nil && typ == fsType, nil
+	_, typ, err := topMount(filepath.Join(parent, filepath.Base(abs)))
+	return typ == fsType, err
 }
 
 // topMount is the device minor and type of what is mounted on top at
-// mountpoint (an absolute path without symlinks), read from the mount
-// table rather than by a stat, which would wait on a FUSE mount's server
-// (the caller may be that server, or a parent whose child hangs).
+// mountpoint (an absolute path without symlinks), typ "" if nothing is,
+// read from the mount table rather than by a stat, which would wait on a
+// FUSE mount's server (the caller may be that server, or a parent whose
+// child hangs).
 func topMount(mountpoint string) (minor uint32, typ string, err error) {
 	table, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -192,9 +199,6 @@ func topMount(mountpoint string) (minor uint32, typ string, err error) {
 			return 0, "", fmt.Errorf("faultfs: mount table: device %q at %s", f[2], mountpoint)
 		}
 		minor, typ = uint32(n), f[sep+1] // later lines are mounted later, on top
-	}
-	if typ == "" {
-		return 0, "", fmt.Errorf("faultfs: nothing mounted at %s", mountpoint)
 	}
 	return minor, typ, nil
 }
@@ -305,7 +309,10 @@ func (f *FS) release() {
 // another mount, or none, alone.
 func detach(mountpoint string, conn uint32) error {
 	top, typ, err := topMount(mountpoint)
-	if err != nil || typ != fsType || (conn != 0 && top != conn) {
+	if err != nil {
+		return err
+	}
+	if typ != fsType || (conn != 0 && top != conn) {
 		return nil
 	}
 	if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil {
