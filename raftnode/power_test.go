@@ -1,53 +1,17 @@
 package raftnode
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
-	"github.com/lockd/lockd/jepsen/faultfs"
+	"github.com/lockd/lockd/jepsen/faultfs/faultfstest"
 )
-
-// mirror mounts a faultfs mirror of a fresh directory; it skips where
-// FUSE cannot be mounted (not root, no /dev/fuse).
-func mirror(t *testing.T) (*faultfs.FS, string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("FUSE mounts need root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	if raceEnabled {
-		t.Skip("the stores map files this process serves over FUSE: a deadlock under -race (race_on_test.go)")
-	}
-	if runtime.GOMAXPROCS(0) < 2 { // bolt maps a file this process serves: see faultfs
-		prev := runtime.GOMAXPROCS(2)
-		t.Cleanup(func() { runtime.GOMAXPROCS(prev) }) // after the unmount
-	}
-	backing, dir := t.TempDir(), t.TempDir()
-	fs, err := faultfs.Mount(backing, dir)
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENODEV) {
-		t.Skipf("FUSE mounts are not allowed here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
-	return fs, dir
-}
 
 // TestStoresSurvivePowerLoss opens a node on a faultfs mirror, which
 // keeps apart what was not fsynced, and loses power: the stores' names
@@ -56,7 +20,7 @@ func mirror(t *testing.T) (*faultfs.FS, string) {
 func TestStoresSurvivePowerLoss(t *testing.T) {
 	for _, store := range []string{LogBolt, LogWAL} {
 		t.Run(store, func(t *testing.T) {
-			fs, dir := mirror(t)
+			fs, dir := faultfstest.MountTemp(t)
 			if err := openNodeWith(t, dir, store); err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +52,7 @@ func TestNoFsyncLosesAcknowledgedEntries(t *testing.T) {
 		wantLast uint64
 	}{{false, 6}, {true, 4}} {
 		t.Run(fmt.Sprintf("no-fsync=%v", tt.noFsync), func(t *testing.T) {
-			fs, dir := mirror(t)
+			fs, dir := faultfstest.MountTemp(t)
 			path := filepath.Join(dir, boltFile)
 			open := func() *raftboltdb.BoltStore {
 				s, err := raftboltdb.New(raftboltdb.Options{Path: path, NoSync: tt.noFsync,

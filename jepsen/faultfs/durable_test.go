@@ -1,4 +1,4 @@
-package faultfs
+package faultfs_test
 
 import (
 	"bytes"
@@ -8,7 +8,13 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/lockd/lockd/jepsen/faultfs"
+	"github.com/lockd/lockd/jepsen/faultfs/faultfstest"
 )
+
+// pageSize is the unit a torn write lands in.
+const pageSize = faultfs.PageSize
 
 // write writes data at off to path and fsyncs it if sync.
 func write(t *testing.T, path string, data []byte, off int64, sync bool) {
@@ -58,7 +64,7 @@ func read(t *testing.T, path string) string {
 // since its file's fsync and each name change since its directory's, and
 // keeps the rest.
 func TestPowerLossKeepsWhatWasSynced(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	p := func(name string) string { return filepath.Join(dir, name) }
 	for _, name := range []string{"log", "removed", "renamed", "replaced"} {
 		write(t, p(name), []byte(name+"-durable"), 0, true)
@@ -112,7 +118,7 @@ func TestPowerLossKeepsWhatWasSynced(t *testing.T) {
 // TestSyncedDirectoryKeepsItsNames: names made durable by the fsync of
 // their directory survive a power loss, with their synced contents.
 func TestSyncedDirectoryKeepsItsNames(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	write(t, a, []byte("a"), 0, true)
 	write(t, b, []byte("b"), 0, false)
@@ -131,7 +137,7 @@ func TestSyncedDirectoryKeepsItsNames(t *testing.T) {
 // TestTornWrite: at a power loss with tearing, the last unsynced write
 // of a file lands as a prefix of its pages, never all of it.
 func TestTornWrite(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	path := filepath.Join(dir, "log")
 	durable := bytes.Repeat([]byte{'d'}, 4*pageSize)
 	write(t, path, durable, 0, true)
@@ -163,7 +169,7 @@ func TestTornWrite(t *testing.T) {
 // TestBadReads: while a read fault lasts, reads of a file fail with EIO
 // or return a changed byte; once it ends they return what was written.
 func TestBadReads(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	path := filepath.Join(dir, "log")
 	data := bytes.Repeat([]byte("lockd"), 1000)
 	write(t, path, data, 0, true)
@@ -192,18 +198,36 @@ func TestBadReads(t *testing.T) {
 // TestUnmountLetsGoOfUnsyncedFiles: the descriptors kept for a power
 // loss are closed at Unmount, or the backing filesystem stays busy.
 func TestUnmountLetsGoOfUnsyncedFiles(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	write(t, filepath.Join(dir, "log"), []byte("unsynced"), 0, false)
-	f.dur.mu.Lock()
-	kept := len(f.dur.files)
-	f.dur.mu.Unlock()
-	if kept != 1 {
+	if kept := f.Unsynced(); kept != 1 {
 		t.Fatalf("%d files kept for a power loss, want 1", kept)
 	}
 	if err := f.Unmount(); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.dur.files) != 0 {
-		t.Errorf("%d files still kept after Unmount", len(f.dur.files))
+	if kept := f.Unsynced(); kept != 0 {
+		t.Errorf("%d files still kept after Unmount", kept)
+	}
+}
+
+// TestUnmountCutsAMountInUse: Unmount does not wait for a file left
+// open on the mount: the mount is aborted and detached, and the file's
+// calls fail.
+func TestUnmountCutsAMountInUse(t *testing.T) {
+	f, dir := faultfstest.MountTemp(t)
+	file, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if err := f.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte("late")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Errorf("write on a file left open at Unmount: %v, want ENOTCONN", err)
+	}
+	if on, err := faultfs.Mounted(dir); on || err != nil {
+		t.Errorf("a mirror still mounted after Unmount: %v, %v", on, err)
 	}
 }

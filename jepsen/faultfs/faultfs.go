@@ -19,9 +19,15 @@
 // backing file. Not refused: fsync of a directory (every change to one
 // is) and ioctls that set a file's flags.
 //
-// A process must not map a file of a mount it serves itself with fewer
-// than two Ps (GOMAXPROCS): a page fault blocks its thread with its P,
-// and the server goroutine that would answer it cannot run.
+// A process that serves a mount must not use it: a page fault on a file
+// of it that the process maps blocks a thread outside any system call,
+// and a collection that stops the world then waits for that thread while
+// the server goroutines that would answer the fault cannot run. lockjepsen
+// serves the mounts its containers use (Mount). A process that uses a
+// mirror itself, a test, has it served by a child process (StartChild,
+// with Remote's methods: the program run again, which never touches the
+// mount it serves); faultfstest mounts them so for tests, and cuts a mount
+// that a test still waits on at the test's own deadline.
 package faultfs
 
 import (
@@ -31,9 +37,10 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,11 +53,12 @@ import (
 
 // FS is a mounted mirror whose writes can be made to fail.
 type FS struct {
-	mountpoint string
+	mountpoint string // absolute, without symlinks: as the mount table names it
 	// abort is this mount's abort file in fusectl, opened at Mount so
 	// that a later abort cannot reach another mount given the same
 	// connection number; nil where fusectl is not mounted.
 	abort   *os.File
+	conn    uint32 // the FUSE connection's number (the mount's device minor)
 	server  *fuse.Server
 	failing atomic.Bool
 	failed  atomic.Int64
@@ -62,6 +70,12 @@ type FS struct {
 // Unmount. Other users of the machine (root in a container, for one)
 // may use the mount.
 func Mount(backing, mountpoint string) (*FS, error) {
+	// Resolved before the mount: afterwards resolving it would ask this
+	// process's own server.
+	mountpoint, err := realPath(mountpoint)
+	if err != nil {
+		return nil, err
+	}
 	root, err := fs.NewLoopbackRoot(backing)
 	if err != nil {
 		return nil, fmt.Errorf("faultfs: mirror %s: %w", backing, err)
@@ -79,7 +93,7 @@ func Mount(backing, mountpoint string) (*FS, error) {
 	server, err := fs.Mount(mountpoint, wrapped, &fs.Options{EntryTimeout: &never, AttrTimeout: &never, NegativeTimeout: &never, MountOptions: fuse.MountOptions{
 		AllowOther: true,
 		FsName:     "lockd-faultfs",
-		Name:       "faultfs",
+		Name:       strings.TrimPrefix(fsType, "fuse."),
 		// Without mount(8)'s helper, go-fuse mounts with mount(2), which
 		// root may call; fusermount is then not needed.
 		DirectMount: true,
@@ -88,11 +102,8 @@ func Mount(backing, mountpoint string) (*FS, error) {
 		return nil, fmt.Errorf("faultfs: mount %s at %s: %w", backing, mountpoint, err)
 	}
 	f.server = server
-	mountFusectl()
-	var st unix.Stat_t
-	if err := unix.Stat(mountpoint, &st); err == nil {
-		conn := filepath.Join(fusectl, strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
-		f.abort, _ = os.OpenFile(filepath.Join(conn, "abort"), os.O_WRONLY, 0)
+	if f.conn, err = connOf(mountpoint); err == nil {
+		f.abort = openAbort(f.conn)
 	}
 	return f, nil
 }
@@ -116,8 +127,109 @@ func (f *FS) PowerLoss(tear *rand.Rand) (Loss, error) {
 	return f.dur.powerLoss(tear)
 }
 
+// fsType is a mirror's type in the mount table.
+const fsType = "fuse.faultfs"
+
 // fusectl is where the kernel lists FUSE connections, if mounted.
 const fusectl = "/sys/fs/fuse/connections"
+
+// realPath is path absolute and without symlinks, as the mount table
+// names a mount there.
+func realPath(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return "", fmt.Errorf("faultfs: mountpoint: %w", err)
+	}
+	return real, nil
+}
+
+// connOf is the number of the FUSE connection of the mirror mounted on
+// top at mountpoint (an absolute path without symlinks).
+func connOf(mountpoint string) (uint32, error) {
+	conn, typ, err := topMount(mountpoint)
+	if err != nil {
+		return 0, err
+	}
+	if typ != fsType {
+		return 0, fmt.Errorf("faultfs: no mirror mounted at %s (on top: %q)", mountpoint, typ)
+	}
+	return conn, nil
+}
+
+// Mounted reports whether a mirror is mounted on top at dir, from the
+// mount table: it never waits on the mount's server.
+func Mounted(dir string) (bool, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false, fmt.Errorf("faultfs: %w", err)
+	}
+	// The directory above is resolved, not dir: that would stat the
+	// mount's root, which asks its server.
+	parent, err := realPath(filepath.Dir(abs))
+	if err != nil {
+		return false, err
+	}
+	_, typ, err := topMount(filepath.Join(parent, filepath.Base(abs)))
+	return typ == fsType, err
+}
+
+// topMount is the device minor and type of what is mounted on top at
+// mountpoint (an absolute path without symlinks), typ "" if nothing is,
+// read from the mount table rather than by a stat, which would wait on a
+// FUSE mount's server (the caller may be that server, or a parent whose
+// child hangs).
+func topMount(mountpoint string) (minor uint32, typ string, err error) {
+	table, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, "", fmt.Errorf("faultfs: mount table: %w", err)
+	}
+	for line := range strings.Lines(string(table)) {
+		// ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE ...
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if sep < 6 || sep+1 >= len(f) || unescapeMount(f[4]) != mountpoint {
+			continue
+		}
+		_, dev, ok := strings.Cut(f[2], ":")
+		n, err := strconv.ParseUint(dev, 10, 32)
+		if !ok || err != nil {
+			return 0, "", fmt.Errorf("faultfs: mount table: device %q at %s", f[2], mountpoint)
+		}
+		minor, typ = uint32(n), f[sep+1] // later lines are mounted later, on top
+	}
+	return minor, typ, nil
+}
+
+// unescapeMount undoes the mount table's escapes of a path (\040 for a
+// space, \011, \012, \134).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// openAbort opens the abort file of FUSE connection conn; nil where
+// there is none (fusectl not mounted, the connection gone).
+func openAbort(conn uint32) *os.File {
+	mountFusectl()
+	f, err := os.OpenFile(filepath.Join(fusectl, strconv.FormatUint(uint64(conn), 10), "abort"), os.O_WRONLY, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
 
 // mountFusectl mounts fusectl where a machine has not (systemd does):
 // without it a hung mount cannot be aborted.
@@ -128,6 +240,15 @@ func mountFusectl() {
 		return
 	}
 	_ = unix.Mount("fusectl", fusectl, "fusectl", 0, "")
+}
+
+// Unsynced counts the files written through the mirror since their last
+// fsync, whose descriptors it keeps open for a power loss (0 once
+// unmounted).
+func (f *FS) Unsynced() int {
+	f.dur.mu.Lock()
+	defer f.dur.mu.Unlock()
+	return len(f.dur.files)
 }
 
 // FailWrites makes every write fail with EIO (on) or pass (off).
@@ -143,29 +264,59 @@ const unmountWait = 5 * time.Second
 
 // Unmount ends the mirror, and lets go of what it kept for a power loss.
 // A mount still in use (a container that was
-// not stopped, a file left open, another mount namespace) is aborted and
-// detached lazily: its users get ENOTCONN instead of waiting for good on
-// a server that is gone (a process holding a file on a mount it serves
-// would hang at exit otherwise).
+// not stopped, a file left open, another mount namespace) is cut: its
+// users get ENOTCONN instead of waiting for good on a server that is
+// gone (a process holding a file on a mount it serves would hang at exit
+// otherwise).
 func (f *FS) Unmount() error {
-	if f.abort != nil {
-		defer f.abort.Close()
-	}
-	defer f.dur.close() // the descriptors it keeps would hold the backing filesystem busy
 	done := make(chan error, 1)
 	go func() { done <- f.server.Unmount() }()
 	select {
 	case err := <-done:
 		if err == nil {
+			f.release()
 			return nil
 		}
 	case <-time.After(unmountWait):
 	}
+	return f.cut()
+}
+
+// cut ends the mount at once, however its users and its server are: it
+// aborts the FUSE connection (a call waiting on the mount fails with
+// ECONNABORTED, a later one with ENOTCONN), detaches the mount, and lets
+// go of what was kept for a power loss.
+func (f *FS) cut() error {
+	defer f.release()
 	if f.abort != nil { // writing fails once the connection is gone: it can reach no other mount
 		_, _ = f.abort.Write([]byte("1"))
 	}
-	if out, err := exec.Command("umount", "-l", f.mountpoint).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("not mounted")) {
-		return fmt.Errorf("faultfs: unmount %s: %w: %s", f.mountpoint, err, out)
+	return detach(f.mountpoint, f.conn)
+}
+
+// release lets go of the abort file, and of the descriptors kept for a
+// power loss, which would hold the backing filesystem busy.
+func (f *FS) release() {
+	f.dur.close()
+	if f.abort != nil {
+		f.abort.Close()
+	}
+}
+
+// detach detaches the mirror mounted on top at mountpoint (an absolute
+// path without symlinks) lazily, if it is the one of FUSE connection
+// conn (any mirror if conn is 0, unknown: minors start at 1); it leaves
+// another mount, or none, alone.
+func detach(mountpoint string, conn uint32) error {
+	top, typ, err := topMount(mountpoint)
+	if err != nil {
+		return err
+	}
+	if typ != fsType || (conn != 0 && top != conn) {
+		return nil
+	}
+	if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("faultfs: detach %s: %w", mountpoint, err)
 	}
 	return nil
 }

@@ -1,10 +1,9 @@
-package faultfs
+package faultfs_test
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 
@@ -12,36 +11,16 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/lockd/lockd/jepsen/faultfs/faultfstest"
 )
 
-// mount mirrors a fresh directory at another; it skips where FUSE
-// cannot be mounted (not root, no /dev/fuse).
-func mount(t *testing.T) (*FS, string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("FUSE mounts need root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	backing, mountpoint := t.TempDir(), t.TempDir()
-	f, err := Mount(backing, mountpoint)
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENODEV) {
-		t.Skipf("FUSE mounts are not allowed here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
-	return f, mountpoint
-}
+// TestMain lets each test's mirror be served by this test binary run
+// again (faultfstest.Mount), never by the process using it.
+func TestMain(m *testing.M) { faultfstest.Main(m) }
 
 func TestWritesFailOnlyWhileTold(t *testing.T) {
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	path := filepath.Join(dir, "log")
 	file, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -115,21 +94,14 @@ func TestWritesFailOnlyWhileTold(t *testing.T) {
 // reads through mmap) on the mirror: a log write fails while the disk
 // does, nothing of it is kept, and the store works again afterwards.
 func TestRaftLogOnAFailingDisk(t *testing.T) {
-	if raceEnabled {
-		t.Skip("bolt maps a file this process serves over FUSE: a deadlock under -race (race_on_test.go)")
-	}
-	if runtime.GOMAXPROCS(0) < 2 { // bolt maps the file: see the package doc
-		prev := runtime.GOMAXPROCS(2)
-		t.Cleanup(func() { runtime.GOMAXPROCS(prev) }) // after the unmount: cleanups run last in, first out
-	}
-	f, dir := mount(t)
+	f, dir := faultfstest.MountTemp(t)
 	path := filepath.Join(dir, "raft.db")
 	store, err := raftboltdb.NewBoltStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Closed before the unmount (cleanups run last in, first out): a
-	// mount this process serves cannot go while it holds a file there.
+	// mount does not go cleanly while a file there is open.
 	t.Cleanup(func() { store.Close() })
 	entry := func(i uint64) *raft.Log { return &raft.Log{Index: i, Term: 1, Data: []byte("cmd")} }
 	if err := store.StoreLog(entry(1)); err != nil {

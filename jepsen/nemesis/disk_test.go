@@ -1,16 +1,14 @@
 package nemesis
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockd/lockd/jepsen/compose"
-	"github.com/lockd/lockd/jepsen/faultfs"
+	"github.com/lockd/lockd/jepsen/faultfs/faultfstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,18 +31,7 @@ func TestFreeDiskGivesTheSpaceBack(t *testing.T) {
 	if err := os.Mkdir(backing, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	mirror, err := faultfs.Mount(backing, data)
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENODEV) {
-		t.Skipf("FUSE mounts are not allowed here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := mirror.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
+	faultfstest.Mount(t, backing, data)
 	c := &compose.Cluster{DataDirs: map[string]string{"n1": data}}
 	free := func() uint64 {
 		var st unix.Statfs_t
