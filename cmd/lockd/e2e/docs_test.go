@@ -278,13 +278,13 @@ func (d *docPage) expectExits(where string, c *cluster, b docBlock) func() {
 // bootstrap makes c's management token and returns its secret.
 func bootstrap(t *testing.T, c *cluster) string {
 	t.Helper()
-	var tok struct{ Secret string }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.api.do(ctx, "POST", c.nodes[0].httpAddr, "/v1/acl/bootstrap", nil, &tok); err != nil {
-		t.Fatalf("bootstrap: %v", err)
+	secret, err := c.api.bootstrapACL(ctx, c.nodes[0].httpAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tok.Secret
+	return secret
 }
 
 // freshNode starts a new one-node cluster with the compose flags, not

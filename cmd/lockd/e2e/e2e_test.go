@@ -529,25 +529,28 @@ func TestFiveNodesQuorum(t *testing.T) {
 		return c.api.acquire(ctx, leader.httpAddr, sQ, "", "q/outage-held", "")
 	})
 
-	// One follower down, then the leader too: 3 of 5 serve.
-	down1 := c.others(leader)[0]
+	// One follower down, then the leader too (whoever leads by then): 3
+	// of 5 serve.
+	down1 := c.others(c.waitLeader(all, 30*time.Second))[0]
 	c.kill(down1)
 	writes("q/down1", c.others(down1))
-	c.kill(leader)
+	down2 := c.waitLeader(c.others(down1), 30*time.Second)
+	c.kill(down2)
 	killed := time.Now()
-	alive := c.others(down1, leader)
+	alive := c.others(down1, down2)
 	newLeader := c.waitLeader(alive, 30*time.Second)
-	t.Logf("killed follower %s and leader %s; %s leads %v later", down1.id, leader.id, newLeader.id,
+	t.Logf("killed follower %s and leader %s; %s leads %v later", down1.id, down2.id, newLeader.id,
 		time.Since(killed).Round(time.Millisecond))
 	writes("q/down2", alive)
 
-	// A third down: no majority. Kill a follower, so the remaining leader
-	// has to notice it lost its quorum.
-	third := c.others(down1, leader, newLeader)[0]
+	// A third down: no majority. Kill a follower of whoever leads now, so
+	// that this leader has to notice it lost its quorum.
+	third := c.others(down1, down2, c.waitLeader(alive, 30*time.Second))[0]
 	c.kill(third)
 	outage := time.Now()
-	survivors := c.others(down1, leader, third)
+	survivors := c.others(down1, down2, third)
 	t.Logf("killed %s too: %v left", third.id, ids(survivors))
+	once := c.api.sendOnce() // each attempt's own answer, neither resent nor settled
 
 	attempts := func(round string) {
 		t.Helper()
@@ -572,22 +575,22 @@ func TestFiveNodesQuorum(t *testing.T) {
 		}
 		for _, nd := range survivors {
 			try("create session via "+nd.id, func(ctx context.Context) error {
-				_, err := c.api.createSession(ctx, nd.httpAddr, "10s")
+				_, err := once.createSession(ctx, nd.httpAddr, "10s")
 				return err
 			})
 			try("acquire q/never (wait 0) via "+nd.id, func(ctx context.Context) error {
-				_, err := c.api.acquire(ctx, nd.httpAddr, sQ, "", "q/never", "")
+				_, err := once.acquire(ctx, nd.httpAddr, sQ, "", "q/never", "")
 				return err
 			})
 			try("acquire q/never (wait 2s) via "+nd.id, func(ctx context.Context) error {
-				_, err := c.api.acquire(ctx, nd.httpAddr, sQ, "", "q/never", "2s")
+				_, err := once.acquire(ctx, nd.httpAddr, sQ, "", "q/never", "2s")
 				return err
 			})
 			try("release q/outage-held via "+nd.id, func(ctx context.Context) error {
-				return c.api.release(ctx, nd.httpAddr, sQ, "q/outage-held")
+				return once.release(ctx, nd.httpAddr, sQ, "q/outage-held")
 			})
 			try("linearizable read via "+nd.id, func(ctx context.Context) error {
-				_, err := c.api.getLock(ctx, nd.httpAddr, "q/never", false)
+				_, err := once.getLock(ctx, nd.httpAddr, "q/never", false)
 				return err
 			})
 		}
@@ -649,7 +652,7 @@ func TestFiveNodesQuorum(t *testing.T) {
 
 	// The three come back: the cluster recovers with everything acknowledged.
 	restart := time.Now()
-	for _, nd := range []*node{down1, leader, third} {
+	for _, nd := range []*node{down1, down2, third} {
 		c.start(nd)
 	}
 	recovered := c.waitLeader(all, 40*time.Second)
