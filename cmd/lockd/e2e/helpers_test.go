@@ -327,13 +327,21 @@ func (c *cluster) waitLeader(nodes []*node, timeout time.Duration) *node {
 	return leader
 }
 
-// waitConverged waits until every given node reports the same
-// applied_index (and commit_index == applied_index) and then requires
-// equal digests. It returns the common status.
+// waitConverged waits until the given nodes have converged and returns
+// their common status. Converged: after a linearizable read on each (so
+// that each has applied every write acknowledged before), all report the
+// same commit_index, the same applied_index and so the same digest. The
+// commit index is not compared with the applied index: that counts only
+// the table's entries, not raft's own (a new leader's no-op, a
+// configuration change), so every election leaves it below. Different
+// digests at the same applied index fail the test at once.
 func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusView {
 	c.t.Helper()
 	var common *statusView
-	eventually(c.t, timeout, fmt.Sprintf("%v at the same applied_index", ids(nodes)), func() (bool, string) {
+	eventually(c.t, timeout, fmt.Sprintf("%v converged", ids(nodes)), func() (bool, string) {
+		if err := c.fence(nodes); err != nil {
+			return false, err.Error()
+		}
 		sts, err := c.statuses(nodes)
 		if err != nil {
 			return false, err.Error()
@@ -343,9 +351,7 @@ func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusVie
 		for i, st := range sts {
 			desc = append(desc, fmt.Sprintf("%s commit=%d applied=%d digest=%.12s", nodes[i].id, st.CommitIndex,
 				st.AppliedIndex, st.Digest))
-			if st.AppliedIndex != sts[0].AppliedIndex || st.CommitIndex != st.AppliedIndex {
-				same = false
-			}
+			same = same && st.CommitIndex == sts[0].CommitIndex && st.AppliedIndex == sts[0].AppliedIndex
 		}
 		if !same {
 			return false, strings.Join(desc, "; ")
@@ -360,6 +366,24 @@ func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusVie
 		return true, ""
 	})
 	return common
+}
+
+// fence makes a linearizable read on every given node: once it answers,
+// the node has applied every write acknowledged before.
+func (c *cluster) fence(nodes []*node) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(c.t.Context(), callTimeout)
+			defer cancel()
+			if err := c.api.do(ctx, "GET", nd.httpAddr, "/v1/locks?limit=1", nil, nil); err != nil {
+				errs[i] = fmt.Errorf("linearizable read on %s: %w", nd.id, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ---- HTTP client ----------------------------------------------------------
