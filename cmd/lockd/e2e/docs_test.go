@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/raftnode/certs"
 )
 
@@ -136,6 +137,14 @@ func TestDocSecurity(t *testing.T) { runDocPage(t, "security.md") }
 // runDocPage runs every block of docs/<page> in order.
 func runDocPage(t *testing.T, page string) {
 	needBinary(t)
+	if lockdtest.ProvokedElections() {
+		// Not a flaw of the page: what a reader types answers for the
+		// cluster as it is at that instant, and is not repeated.
+		t.Skip("provoked elections: the blocks are a reader's commands run as typed, each sent once " +
+			"(curl; lockd health, which fails while no leader is known; lockd leave): an election between two " +
+			"of them is an answer the reader would retry by hand, which a block cannot. They run at production " +
+			"timing (make test)")
+	}
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
