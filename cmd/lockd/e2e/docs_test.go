@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"github.com/lockd/lockd/raftnode/certs"
 )
 
@@ -136,6 +137,14 @@ func TestDocSecurity(t *testing.T) { runDocPage(t, "security.md") }
 // runDocPage runs every block of docs/<page> in order.
 func runDocPage(t *testing.T, page string) {
 	needBinary(t)
+	if lockdtest.ProvokedElections() {
+		// Not a flaw of the page: what a reader types answers for the
+		// cluster as it is at that instant, and is not repeated.
+		t.Skip("provoked elections: the blocks are a reader's commands run as typed, each sent once " +
+			"(curl; lockd health, which fails while no leader is known; lockd leave): an election between two " +
+			"of them is an answer the reader would retry by hand, which a block cannot. They run at production " +
+			"timing (make test)")
+	}
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
@@ -278,13 +287,13 @@ func (d *docPage) expectExits(where string, c *cluster, b docBlock) func() {
 // bootstrap makes c's management token and returns its secret.
 func bootstrap(t *testing.T, c *cluster) string {
 	t.Helper()
-	var tok struct{ Secret string }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.api.do(ctx, "POST", c.nodes[0].httpAddr, "/v1/acl/bootstrap", nil, &tok); err != nil {
-		t.Fatalf("bootstrap: %v", err)
+	secret, err := c.api.bootstrapACL(ctx, c.nodes[0].httpAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tok.Secret
+	return secret
 }
 
 // freshNode starts a new one-node cluster with the compose flags, not

@@ -327,13 +327,21 @@ func (c *cluster) waitLeader(nodes []*node, timeout time.Duration) *node {
 	return leader
 }
 
-// waitConverged waits until every given node reports the same
-// applied_index (and commit_index == applied_index) and then requires
-// equal digests. It returns the common status.
+// waitConverged waits until the given nodes have converged and returns
+// their common status. Converged: after a linearizable read on each (so
+// that each has applied every write acknowledged before), all report the
+// same commit_index, the same applied_index and so the same digest. The
+// commit index is not compared with the applied index: that counts only
+// the table's entries, not raft's own (a new leader's no-op, a
+// configuration change), so every election leaves it below. Different
+// digests at the same applied index fail the test at once.
 func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusView {
 	c.t.Helper()
 	var common *statusView
-	eventually(c.t, timeout, fmt.Sprintf("%v at the same applied_index", ids(nodes)), func() (bool, string) {
+	eventually(c.t, timeout, fmt.Sprintf("%v converged", ids(nodes)), func() (bool, string) {
+		if err := c.fence(nodes); err != nil {
+			return false, err.Error()
+		}
 		sts, err := c.statuses(nodes)
 		if err != nil {
 			return false, err.Error()
@@ -343,9 +351,7 @@ func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusVie
 		for i, st := range sts {
 			desc = append(desc, fmt.Sprintf("%s commit=%d applied=%d digest=%.12s", nodes[i].id, st.CommitIndex,
 				st.AppliedIndex, st.Digest))
-			if st.AppliedIndex != sts[0].AppliedIndex || st.CommitIndex != st.AppliedIndex {
-				same = false
-			}
+			same = same && st.CommitIndex == sts[0].CommitIndex && st.AppliedIndex == sts[0].AppliedIndex
 		}
 		if !same {
 			return false, strings.Join(desc, "; ")
@@ -360,6 +366,24 @@ func (c *cluster) waitConverged(nodes []*node, timeout time.Duration) *statusVie
 		return true, ""
 	})
 	return common
+}
+
+// fence makes a linearizable read on every given node: once it answers,
+// the node has applied every write acknowledged before.
+func (c *cluster) fence(nodes []*node) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(c.t.Context(), callTimeout)
+			defer cancel()
+			if err := c.api.do(ctx, "GET", nd.httpAddr, "/v1/locks?limit=1", nil, nil); err != nil {
+				errs[i] = fmt.Errorf("linearizable read on %s: %w", nd.id, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ---- HTTP client ----------------------------------------------------------
@@ -394,12 +418,24 @@ type client struct {
 	hc     *http.Client
 	scheme string
 	token  string // ACL secret sent as a bearer token; "" for none
+	// once: every request is sent once and its answer returned as it
+	// is, neither resent nor settled (the outage tests assert what one
+	// answer says).
+	once bool
 }
 
 // as returns a client that sends token, sharing c's connections.
 func (c *client) as(token string) *client {
 	cc := *c
 	cc.token = token
+	return &cc
+}
+
+// sendOnce returns a client that sends each request once, sharing c's
+// connections.
+func (c *client) sendOnce() *client {
+	cc := *c
+	cc.once = true
 	return &cc
 }
 
@@ -422,8 +458,28 @@ func newTLSClient(conf *tls.Config) *client {
 }
 
 // do sends a JSON request to addr+path and decodes a 2xx answer into
-// out; other answers come back as *apiError.
+// out; other answers come back as *apiError. An answer that may be sent
+// again as it is (resendable) is, until ctx ends, unless c sends once.
 func (c *client) do(ctx context.Context, method, addr, path string, in, out any) error {
+	var last error
+	for {
+		err := c.send(ctx, method, addr, path, in, out)
+		if err != nil && ctx.Err() != nil && last != nil {
+			// Cut off while resending: the node's own answer says more.
+			return fmt.Errorf("%w (sent again until the call's deadline)", last)
+		}
+		if c.once || !resendable(method, err) {
+			return err
+		}
+		last = err
+		if !pause(ctx) {
+			return fmt.Errorf("%w (sent again until the call's deadline)", last)
+		}
+	}
+}
+
+// send makes one attempt of do.
+func (c *client) send(ctx context.Context, method, addr, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -539,13 +595,20 @@ type requestView struct {
 
 type sessionView struct {
 	ID   string `json:"id"`
+	Name string `json:"name"`
 	TTL  string `json:"ttl"`
 	Held []struct {
 		Name  string `json:"name"`
 		Count int    `json:"count"`
 		Token uint64 `json:"token"`
 	} `json:"held"`
-	Pending []string `json:"pending"`
+	Pending []string         `json:"pending"`
+	Revoked []revocationView `json:"revoked"`
+}
+
+type revocationView struct {
+	Name  string `json:"name"`
+	Token uint64 `json:"token"`
 }
 
 func staleQ(stale bool) string {
@@ -560,17 +623,6 @@ func (c *client) status(ctx context.Context, addr string) (*statusView, error) {
 	return &st, c.do(ctx, "GET", addr, "/v1/status", nil, &st)
 }
 
-func (c *client) createSession(ctx context.Context, addr, ttl string) (string, error) {
-	var s sessionView
-	if err := c.do(ctx, "POST", addr, "/v1/sessions", map[string]any{"ttl": ttl}, &s); err != nil {
-		return "", err
-	}
-	if s.ID == "" {
-		return "", errors.New("create session: empty id")
-	}
-	return s.ID, nil
-}
-
 func (c *client) keepalive(ctx context.Context, addr, id string) error {
 	return c.do(ctx, "POST", addr, "/v1/sessions/"+id+"/keepalive", nil, nil)
 }
@@ -578,32 +630,6 @@ func (c *client) keepalive(ctx context.Context, addr, id string) error {
 func (c *client) getSession(ctx context.Context, addr, id string, stale bool) (*sessionView, error) {
 	var s sessionView
 	return &s, c.do(ctx, "GET", addr, "/v1/sessions/"+id+staleQ(stale), nil, &s)
-}
-
-// acquire asks for one write lock; wait is a Go duration ("" = try once).
-func (c *client) acquire(ctx context.Context, addr, session, requestID, name, wait string) (*acquireView, error) {
-	body := map[string]any{"session": session, "locks": []map[string]any{{"name": name, "mode": "write"}}}
-	if requestID != "" {
-		body["request_id"] = requestID
-	}
-	if wait != "" {
-		body["wait"] = wait
-	}
-	var a acquireView
-	if err := c.do(ctx, "POST", addr, "/v1/acquire", body, &a); err != nil {
-		return nil, err
-	}
-	if a.Status != "granted" {
-		return nil, fmt.Errorf("acquire %s: 200 with status %q", name, a.Status)
-	}
-	return &a, nil
-}
-
-func (c *client) release(ctx context.Context, addr, session, name string) error {
-	var r struct {
-		Released []struct{ Name string } `json:"released"`
-	}
-	return c.do(ctx, "POST", addr, "/v1/release", map[string]any{"session": session, "name": name}, &r)
 }
 
 func (c *client) getLock(ctx context.Context, addr, name string, stale bool) (*lockView, error) {
@@ -638,27 +664,15 @@ func call[T any](t *testing.T, f func(ctx context.Context) (T, error)) (T, error
 	return f(ctx)
 }
 
-// must runs f within callTimeout and fails the test on error. An answer
-// that says nothing was done (not_applied: no leader took the request,
-// which a node's own wait for an election can end with under load) is
-// sent again, as docs/api.md allows for any request; one whose quorum is
-// lost is not, since no leader can come before nodes return.
+// must runs f within callTimeout and fails the test on error (the
+// client has resent or settled what it may: settle_test.go).
 func must[T any](t *testing.T, what string, f func(ctx context.Context) (T, error)) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
-	defer cancel()
-	for {
-		v, err := f(ctx)
-		var ae *apiError
-		if errors.As(err, &ae) && ae.NotApplied && !ae.QuorumLost && ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
+	v, err := call(t, f)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
+	return v
 }
 
 // acquireResult is the outcome of an acquire run in the background.

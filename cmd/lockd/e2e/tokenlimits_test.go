@@ -18,18 +18,18 @@ func TestSessionsPerToken(t *testing.T) {
 	f := c.others(leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var root tokenView
-	if err := c.api.do(ctx, "POST", f[0].httpAddr, "/v1/acl/bootstrap", nil, &root); err != nil {
-		t.Fatalf("bootstrap: %v", err)
+	secret, err := c.api.bootstrapACL(ctx, f[0].httpAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	admin := c.api.as(root.Secret)
+	admin := c.api.as(secret)
 	newToken := func(name string, limits map[string]int) *client {
-		var tok tokenView
 		body := map[string]any{"name": name, "rules": []map[string]string{{"prefix": "jobs/", "access": "write"}}}
 		if limits != nil {
 			body["limits"] = limits
 		}
-		if err := admin.do(ctx, "POST", f[1].httpAddr, "/v1/acl/tokens", body, &tok); err != nil {
+		tok, err := admin.createToken(ctx, f[1].httpAddr, body)
+		if err != nil {
 			t.Fatalf("create token %s: %v", name, err)
 		}
 		return c.api.as(tok.Secret)
@@ -44,7 +44,7 @@ func TestSessionsPerToken(t *testing.T) {
 		}
 	}
 	fill("greedy", greedy, 5)
-	_, err := greedy.createSession(ctx, f[1].httpAddr, "1m")
+	_, err = greedy.createSession(ctx, f[1].httpAddr, "1m")
 	if err == nil || err.(*apiError).Status != http.StatusTooManyRequests || errCode(err) != "limit_exceeded" ||
 		!strings.Contains(err.Error(), "sessions per token") {
 		t.Fatalf("greedy's sixth session: %v, want 429 limit_exceeded naming sessions per token", err)
