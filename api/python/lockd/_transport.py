@@ -18,6 +18,11 @@ from .errors import ClusterUnavailable, LockdError, OutcomeUnknown, TLSError, er
 from .types import Status
 
 
+def quote(segment: str) -> str:
+    """Escapes a path segment."""
+    return urllib.parse.quote(segment, safe="")
+
+
 class Retry(Enum):
     """When a call may be sent again after a failure."""
 

@@ -32,7 +32,8 @@ from typing import Any, TypeVar
 from . import client as sync_client
 from . import session as sync_session
 from .errors import LockdError, RequestNotFound
-from .session import State, _Attempt, quote
+from ._transport import quote
+from .session import State, _Attempt
 from .types import LockInfo, LockSpec, Mode, Require, RevokedHold, Rule, SessionInfo, Status, Token
 
 T = TypeVar("T")

@@ -10,9 +10,10 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ._transport import JSON, Answer, Retry, RetryPolicy, Transport, _TransportError, decode_error, normalize_endpoint
+from ._transport import (JSON, Answer, Retry, RetryPolicy, Transport, _TransportError, decode_error, normalize_endpoint,
+                         quote)
 from .errors import ClusterUnavailable, LockdError, LockNotFound, TLSError
-from .session import Session, quote
+from .session import Session
 from .types import LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
 
 #: The environment variables read like the Go client and lockctl do.

@@ -6,19 +6,28 @@ import logging
 import secrets
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from ._transport import Retry
+from ._transport import Retry, Transport, quote
 from .errors import (Cancelled, ClusterUnavailable, Forbidden, KeepaliveError, LockdError, NotHeld,
                      OutcomeUnknown, RequestNotFound, Revoked, SessionClosed, SessionLost,
                      SessionNotFound, Timeout, Unauthorized, error_for)
 from .types import GrantedLock, LockSpec, Mode, Require, Revocation, SessionInfo, format_duration
 
-if TYPE_CHECKING:
-    from .client import Client
+
+
+class Cluster(Protocol):
+    """What a session needs of its client (lockd.Client is one): the
+    transport its calls go through, and a session as the cluster sees it.
+    Named here so that this module does not import client.py, which
+    imports this one."""
+
+    transport: Transport
+
+    def get_session(self, session_id: str) -> SessionInfo: ...
+
 
 log = logging.getLogger("lockd")
 
@@ -45,11 +54,6 @@ RECENT_REVOCATIONS = 64
 def new_request_id() -> str:
     """A fresh idempotency key: 128 random bits."""
     return "py-" + secrets.token_hex(16)
-
-
-def quote(segment: str) -> str:
-    """Escapes a path segment."""
-    return urllib.parse.quote(segment, safe="")
 
 
 class Grant:
@@ -137,7 +141,7 @@ class Session:
     is closed on exit, which releases everything it holds.
     """
 
-    def __init__(self, client: Client, info: dict[str, Any], ttl: float, margin: float, sent: float,
+    def __init__(self, client: Cluster, info: dict[str, Any], ttl: float, margin: float, sent: float,
                  on_lost: Callable[[str, int, LockdError], None] | None) -> None:
         self.client = client
         self.id: str = info["id"]

@@ -25,3 +25,16 @@ def test_installs_into_a_fresh_venv(fresh_venv: Path, tmp_path: Path, dev: Clust
     r = subprocess.run([str(py), "-c", probe, dev.addrs[0]], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert int(r.stdout) > 0
+
+
+def test_modules_import_without_cycles() -> None:
+    """The package's modules form no import cycle (typing-only imports
+    included): each imports only modules below it, in this order."""
+    import ast
+
+    order = ["errors", "types", "_transport", "session", "client", "aio"]
+    for i, name in enumerate(order):
+        tree = ast.parse((PACKAGE / "lockd" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                assert node.module in order[:i], f"{name}.py imports .{node.module}, which is not below it"
