@@ -5,7 +5,10 @@
 #   docker build -t lockd:dev .
 FROM scratch
 
-COPY bin/lockd /lockd
+# The binary to copy. The jepsen suite's image, lockd:faults, copies the
+# build made for it instead (make jepsen-image): test-only, never deploy it.
+ARG LOCKD_BIN=bin/lockd
+COPY ${LOCKD_BIN} /lockd
 
 # 7001 HTTP API, 7101 raft (TCP), 7201 gossip (TCP and UDP).
 EXPOSE 7001 7101 7201 7201/udp

@@ -2,16 +2,25 @@
 # staticcheck, every Go test with the race detector, the Python tests.
 GO ?= go
 
-.PHONY: test test-elections vet lint unit python-test bench fuzz build docker doc-docker jepsen-smoke jepsen-full
+.PHONY: test test-elections vet lint unit python-test bench fuzz build docker jepsen-image doc-docker jepsen-smoke jepsen-full
 
 test: vet lint unit python-test
 
+# The jepsen suite's build of lockd: the build tag that adds the suite's
+# flags, --unsafe (its negative controls, which break a guarantee on
+# purpose) and --test-clock-hook (its clock nemesis). A production lockd
+# is built without it and has neither (docs/jepsen.md, "Negative
+# controls"). Vet, staticcheck and the tests run both builds.
+FAULTS_TAG = lockd_faults
+
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags $(FAULTS_TAG) ./...
 
 # staticcheck (honnef.co/go/tools), pinned as a tool in go.mod.
 lint:
 	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags $(FAULTS_TAG) ./...
 
 # The Go tests, once, with the race detector on. -timeout is per test
 # binary (per package): a hang is cut there, and its panic names the
@@ -21,13 +30,21 @@ lint:
 # $(TESTOUT) for .ci/failures. Packages that start lockd binaries they
 # build themselves (lockdtest) are cached only while those binaries'
 # sources are unchanged.
+#
+# Then the tests of the suite's build: those in test files built only
+# with $(FAULTS_TAG) (FAULTS_TESTS, found in FAULTS_FILES), in their
+# packages only, each run once: the rest ran above.
 GOTESTFLAGS ?= -race -timeout 6m
 TESTOUT ?= .ci/out
 GOTESTSUM = $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
+FAULTS_FILES = $(shell grep -rlE --include='*_test.go' '^//go:build (.* )?$(FAULTS_TAG)' .)
+FAULTS_PKGS = $(sort $(dir $(FAULTS_FILES)))
+FAULTS_TESTS = ^($(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(FAULTS_FILES) | paste -sd'|'))$$
 unit:
 	@command -v chromium >/dev/null || echo "note: chromium is not installed: the dashboard's browser tests (api TestUI*) will be skipped; as root: apt-get install -y chromium (.ci/run does), then make test"
 	@mkdir -p $(TESTOUT)
 	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test.json -- $(GOTESTFLAGS) ./...
+	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-faults.json -- $(GOTESTFLAGS) -tags $(FAULTS_TAG) -run '$(FAULTS_TESTS)' $(FAULTS_PKGS)
 
 # The Python client's tests (api/python/tests): pytest against lockd
 # processes the tests build with $(GO) and start on free loopback ports.
@@ -59,6 +76,8 @@ test-elections:
 	@mkdir -p $(TESTOUT)
 	LOCKD_TEST_TIMING=$(ELECTION_TIMING) $(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-elections.json -- \
 		-race -timeout 8m -count=1 -cpu 1 ./...
+	LOCKD_TEST_TIMING=$(ELECTION_TIMING) $(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-elections-faults.json -- \
+		-race -timeout 8m -count=1 -cpu 1 -tags $(FAULTS_TAG) -run '$(FAULTS_TESTS)' $(FAULTS_PKGS)
 	LOCKD_TEST_TIMING=$(ELECTION_TIMING) $(MAKE) python-test
 
 # Benchmarks of the engine (see docs/performance.md for the numbers).
@@ -85,6 +104,14 @@ docker:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/lockd ./cmd/lockd
 	docker build -t $(IMAGE) .
 
+# The jepsen suite's image, lockd:faults: lockd built with $(FAULTS_TAG)
+# (bin/faults/lockd), which the suite's runs use (jepsen/compose/jepsen.yml;
+# lockjepsen builds it too, unless --build=false). Test-only: never deploy it.
+JEPSEN_IMAGE = lockd:faults
+jepsen-image:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(FAULTS_TAG) -o bin/faults/lockd ./cmd/lockd
+	docker build --build-arg LOCKD_BIN=bin/faults/lockd -t $(JEPSEN_IMAGE) .
+
 # The pages whose command blocks run in the tests (docs/operations.md,
 # docs/security.md), their Docker blocks included: `make docker`, then
 # the compose file's own cluster (project lockd, 10.77.0.0/24, host
@@ -97,8 +124,8 @@ doc-docker:
 	LOCKD_DOC_DOCKER=1 $(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-doc-docker.json -- \
 		-count=1 -timeout 10m -run '^(TestDocOperations|TestDocSecurity)$$' ./cmd/lockd/e2e
 
-# Jepsen-style fault injection against the docker compose cluster
-# (docs/jepsen.md). The smoke run (jepsen/smoke.sh, under 5 minutes): 3
+# Jepsen-style fault injection against the docker compose cluster, on
+# the suite's image (docs/jepsen.md). The smoke run (jepsen/smoke.sh, under 5 minutes): 3
 # nodes, mutex, 90 s of partitions, kill -9, pauses, clock steps and
 # membership changes (ACLs on, with the intruder), checked to include a
 # clock and a membership fault; then four short negative controls side by

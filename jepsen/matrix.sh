@@ -19,7 +19,7 @@ WORKLOADS=${*:-mutex semaphore rw multi deadlock hierarchy}
 FAULTS=${FAULTS:-partition kill pause mixed}
 EXTRA=${EXTRA:-}
 
-make docker >/dev/null || exit 1
+make jepsen-image >/dev/null || exit 1
 go build -o bin/lockjepsen ./jepsen/cmd/lockjepsen || exit 1
 mkdir -p jepsen/results
 

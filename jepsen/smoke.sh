@@ -20,7 +20,7 @@ go build -o bin/lockjepsen ./jepsen/cmd/lockjepsen || exit 1
 mkdir -p jepsen/results
 
 if [ "${1:-}" = controls ]; then
-	make -s docker >/dev/null || exit 1
+	make -s jepsen-image >/dev/null || exit 1
 else
 	bin/lockjepsen --nodes 3 --workload mutex --nemesis partition,kill,pause,clock,membership --hold-ttl 3s \
 		--time 90s --interval 6s --fault-duration 8s 2>&1 | tee jepsen/results/smoke-main.log

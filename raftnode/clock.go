@@ -44,9 +44,8 @@ import (
 type tableClock struct {
 	now  func() time.Time // the node's clock; durations by its monotonic reading
 	wall func() int64     // the wall clock, Unix ns, as this node reads it
-	// unsafeWall stamps the wall clock as read: the behaviour the clock
-	// nemesis must catch (--unsafe wall-clock).
-	unsafeWall bool
+	// flaw, if set, is read instead of the count (Config.flaws.clock).
+	flaw func(*tableClock) int64
 
 	mu     sync.Mutex
 	seen   int64     // the largest table time this node applied
@@ -61,7 +60,7 @@ func newTableClock(cfg Config, now func() time.Time) *tableClock {
 	if cfg.ClockOffset != nil {
 		wall = func() int64 { return now().UnixNano() + int64(cfg.ClockOffset()) }
 	}
-	return &tableClock{now: now, wall: wall, unsafeWall: cfg.UnsafeWallClock}
+	return &tableClock{now: now, wall: wall, flaw: cfg.flaws.clock}
 }
 
 // applied notes the table time after an entry or a snapshot was applied.
@@ -93,8 +92,8 @@ func (c *tableClock) start(term uint64) {
 // ok is false when the count for term has not started (start): the node
 // does not lead it yet, and must not stamp.
 func (c *tableClock) read(term uint64) (t int64, ok bool) {
-	if c.unsafeWall {
-		return c.wall(), true
+	if c.flaw != nil {
+		return c.flaw(c), true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -21,51 +21,56 @@ type fakeClocks struct {
 
 var clockStart = time.Unix(1_700_000_000, 0)
 
-func (f *fakeClocks) clock(unsafeWall bool) *tableClock {
+func (f *fakeClocks) clock() *tableClock {
 	return &tableClock{
-		now:        func() time.Time { return clockStart.Add(f.mono) },
-		wall:       func() int64 { return clockStart.Add(f.mono + f.step).UnixNano() },
-		unsafeWall: unsafeWall,
+		now:  func() time.Time { return clockStart.Add(f.mono) },
+		wall: func() int64 { return clockStart.Add(f.mono + f.step).UnixNano() },
+	}
+}
+
+// clockRead is one case of a tableClock's read: the node applies table
+// time seen (0: nothing) at mono appliedAt, the wall clock steps by
+// step, and the node reads in term 1 at mono readAt.
+type clockRead struct {
+	name              string
+	seen              int64
+	appliedAt, readAt time.Duration
+	step              time.Duration
+	want              int64
+}
+
+// wallAt is the wall-clock instant d after clockStart, in Unix ns.
+func wallAt(d time.Duration) int64 { return clockStart.Add(d).UnixNano() }
+
+// check reads table time as tt says from a fake clock made with flaw
+// (Config.flaws.clock; nil: none).
+func (tt clockRead) check(t *testing.T, flaw func(*tableClock) int64) {
+	f := &fakeClocks{}
+	c := f.clock()
+	c.flaw = flaw
+	f.mono = tt.appliedAt
+	if tt.seen != 0 {
+		c.applied(tt.seen)
+	}
+	f.mono, f.step = tt.readAt, tt.step
+	c.start(1)
+	if got, ok := c.read(1); !ok || got != tt.want {
+		t.Errorf("read = %v off (ok %v)", time.Duration(got-tt.want), ok)
 	}
 }
 
 // Table time counts by the monotonic clock from what the node applied;
-// wall-clock steps move it only under --unsafe wall-clock (and for the
-// very first instant of an empty table).
+// wall-clock steps do not move it (but for the very first instant of an
+// empty table).
 func TestTableClock(t *testing.T) {
 	const s = time.Second
-	at := func(d time.Duration) int64 { return clockStart.Add(d).UnixNano() }
-	tests := []struct {
-		name       string
-		unsafeWall bool
-		// the node applies table time seen (0: nothing) at mono
-		// appliedAt, the wall clock steps by step, and the node reads
-		// in term 1 at mono readAt
-		seen              int64
-		appliedAt, readAt time.Duration
-		step              time.Duration
-		want              int64
-	}{
-		{"empty table: the wall clock", false, 0, 0, 5 * s, 0, at(5 * s)},
-		{"counts on from what it applied", false, at(-10 * s), 2 * s, 5 * s, 0, at(-7 * s)},
-		{"a step forward changes nothing", false, at(-10 * s), 2 * s, 5 * s, time.Hour, at(-7 * s)},
-		{"a step back changes nothing", false, at(-10 * s), 2 * s, 5 * s, -time.Hour, at(-7 * s)},
-		{"unsafe: the wall clock as read", true, at(-10 * s), 2 * s, 5 * s, time.Hour, at(5*s + time.Hour)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := &fakeClocks{}
-			c := f.clock(tt.unsafeWall)
-			f.mono = tt.appliedAt
-			if tt.seen != 0 {
-				c.applied(tt.seen)
-			}
-			f.mono, f.step = tt.readAt, tt.step
-			c.start(1)
-			if got, ok := c.read(1); !ok || got != tt.want {
-				t.Errorf("read = %v off (ok %v)", time.Duration(got-tt.want), ok)
-			}
-		})
+	for _, tt := range []clockRead{
+		{"empty table: the wall clock", 0, 0, 5 * s, 0, wallAt(5 * s)},
+		{"counts on from what it applied", wallAt(-10 * s), 2 * s, 5 * s, 0, wallAt(-7 * s)},
+		{"a step forward changes nothing", wallAt(-10 * s), 2 * s, 5 * s, time.Hour, wallAt(-7 * s)},
+		{"a step back changes nothing", wallAt(-10 * s), 2 * s, 5 * s, -time.Hour, wallAt(-7 * s)},
+	} {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, nil) })
 	}
 }
 
@@ -74,7 +79,7 @@ func TestTableClock(t *testing.T) {
 // again from what it applied.
 func TestTableClockInOffice(t *testing.T) {
 	f := &fakeClocks{}
-	c := f.clock(false)
+	c := f.clock()
 	c.applied(clockStart.UnixNano())
 	f.mono = time.Second
 	if _, ok := c.read(3); ok {
@@ -111,15 +116,17 @@ func TestClockedFSMIsNotBatching(t *testing.T) {
 }
 
 // steppedCluster starts a 3-node cluster whose nodes read their wall
-// clock moved by the offset it returns (the clock hook), with or without
-// --unsafe wall-clock, and returns a function that stamps a command on
-// the leader and reads the table time it left, and one that reads the
+// clock moved by the offset it returns (the clock hook), each configured
+// by tweak (nil: as it is), and returns a function that stamps a command
+// on the leader and reads the table time it left, and one that reads the
 // term (an election moves it).
-func steppedCluster(t *testing.T, unsafeWall bool) (*atomic.Int64, func() int64, func() uint64) {
+func steppedCluster(t *testing.T, tweak func(*Config)) (*atomic.Int64, func() int64, func() uint64) {
 	offset := new(atomic.Int64)
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		cfg.ClockOffset = func() time.Duration { return time.Duration(offset.Load()) }
-		cfg.UnsafeWallClock = unsafeWall
+		if tweak != nil {
+			tweak(cfg)
+		}
 	})
 	l := c.leader().get()
 	s := createSession(t, l, time.Minute)
@@ -133,55 +140,54 @@ func steppedCluster(t *testing.T, unsafeWall bool) (*atomic.Int64, func() int64,
 	}, func() uint64 { return l.Status().Term }
 }
 
-var wallModes = map[bool]string{false: "safe", true: "unsafe wall-clock"}
+// stepForward steps the wall clocks of a steppedCluster made with tweak
+// an hour forward and reports whether table time jumped with them.
+func stepForward(t *testing.T, tweak func(*Config)) bool {
+	offset, tableTime, _ := steppedCluster(t, tweak)
+	offset.Store(int64(time.Hour))
+	clock := tableTime()
+	t.Logf("table time %v after an hour's step on the leader", time.Unix(0, clock))
+	return clock > time.Now().Add(30*time.Minute).UnixNano()
+}
 
 // A leader's wall clock that steps an hour forward (the clock nemesis)
-// does not move table time: no hold TTL ends early. Under --unsafe
-// wall-clock it does, which is what the jepsen negative control relies
-// on.
+// does not move table time: no hold TTL ends early.
 func TestClockStepOnTheLeader(t *testing.T) {
-	for _, unsafeWall := range []bool{false, true} {
-		t.Run(wallModes[unsafeWall], func(t *testing.T) {
-			offset, tableTime, _ := steppedCluster(t, unsafeWall)
-			offset.Store(int64(time.Hour))
-			clock := tableTime()
-			jumped := clock > time.Now().Add(30*time.Minute).UnixNano()
-			if jumped != unsafeWall {
-				t.Fatalf("table time %v after an hour's step on the leader; jumped = %v, want %v",
-					time.Unix(0, clock), jumped, unsafeWall)
-			}
-		})
+	if stepForward(t, nil) {
+		t.Fatal("table time jumped with the leader's wall clock")
 	}
+}
+
+// stepBackPause is how long stepBack watches table time.
+const stepBackPause = 300 * time.Millisecond
+
+// stepBack steps the wall clocks of a steppedCluster made with tweak an
+// hour back and returns how far table time advanced over stepBackPause.
+func stepBack(t *testing.T, tweak func(*Config)) time.Duration {
+	offset, tableTime, term := steppedCluster(t, tweak)
+	offset.Store(int64(-time.Hour))
+	var advanced time.Duration
+	// A new leader starts its count a commit's latency behind (clock.go):
+	// an election inside the pause, which a loaded machine may hold,
+	// takes that from the advance. The pause is measured again then; in
+	// a steady term it must show.
+	for range 5 {
+		was, before := term(), tableTime()
+		time.Sleep(stepBackPause)
+		advanced = time.Duration(tableTime() - before)
+		if term() == was {
+			break
+		}
+	}
+	return advanced
 }
 
 // A leader's wall clock that steps an hour back does not stop table
 // time: it goes on at the monotonic rate, so no hold TTL is kept past
-// its time. Under --unsafe wall-clock it stands still (lockstate never
-// lets table time go back), which keeps every hold.
+// its time.
 func TestClockStepBackOnTheLeader(t *testing.T) {
-	const pause = 300 * time.Millisecond
-	for _, unsafeWall := range []bool{false, true} {
-		t.Run(wallModes[unsafeWall], func(t *testing.T) {
-			offset, tableTime, term := steppedCluster(t, unsafeWall)
-			offset.Store(int64(-time.Hour))
-			var advanced time.Duration
-			// A new leader starts its count a commit's latency behind
-			// (clock.go): an election inside the pause, which a loaded
-			// machine may hold, takes that from the advance. The pause
-			// is measured again then; in a steady term it must show.
-			for range 5 {
-				was, before := term(), tableTime()
-				time.Sleep(pause)
-				advanced = time.Duration(tableTime() - before)
-				if term() == was {
-					break
-				}
-			}
-			if (advanced >= pause) == unsafeWall {
-				t.Fatalf("table time advanced %v over %v after an hour's step back; want it to advance: %v",
-					advanced, pause, !unsafeWall)
-			}
-		})
+	if advanced := stepBack(t, nil); advanced < stepBackPause {
+		t.Fatalf("table time advanced %v over %v after an hour's step back", advanced, stepBackPause)
 	}
 }
 

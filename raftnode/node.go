@@ -77,34 +77,6 @@ type Config struct {
 	// for a wall clock that steps (the jepsen clock nemesis), as a real
 	// step leaves the monotonic clock alone.
 	ClockOffset func() time.Duration
-	// UnsafeWallClock stamps commands with the wall clock as this node
-	// reads it, as lockd did before clock.go: TESTING ONLY, the clock
-	// nemesis's negative control (--unsafe wall-clock).
-	UnsafeWallClock bool
-	// UnsafeLyingDisk answers a failed write of the raft log as if it
-	// had succeeded, and does not stop the node: TESTING ONLY, the disk
-	// nemesis's negative control (--unsafe lying-disk). Such a node
-	// acknowledges entries it has not persisted.
-	UnsafeLyingDisk bool
-	// UnsafeNoFsync opens raft.db without fsync (bolt's NoSync) and
-	// fsyncs it only at every noFsyncEvery-th log write: TESTING ONLY,
-	// the power nemesis's negative control (--unsafe no-fsync). Such a
-	// node acknowledges entries a power loss takes back, and comes back
-	// with an older prefix of its log (never fsyncing at all, it would
-	// come back with no raft.db to speak of, refuse to start or catch up
-	// from the others, and lose nothing the checkers could see). Bolt
-	// log store only.
-	UnsafeNoFsync bool
-	// UnsafeStaleSnapshot hands raft, at every snapshot, the state of the
-	// snapshot before it: TESTING ONLY, the negative control of snapshots
-	// during faults (--unsafe stale-snapshot; stale.go). A node restored
-	// from one misses entries.
-	UnsafeStaleSnapshot bool
-	// UnsafeNoHoldTTL drops the hold TTL of every acquire this node
-	// proposes as leader, so the table keeps those holds until they are
-	// released or their session ends: TESTING ONLY, the negative control
-	// of the jepsen hold-ttl checker (--unsafe no-hold-ttl; stamp.go).
-	UnsafeNoHoldTTL bool
 	// LogStore is where raft's log lives in a new data dir: LogBolt or
 	// LogWAL ("": LogWAL). A data dir keeps the store it was made with;
 	// naming the other one is refused.
@@ -122,6 +94,9 @@ type Config struct {
 	// wrapLogs, if set, wraps the log store (tests inject failing
 	// writes with it).
 	wrapLogs func(raft.LogStore) raft.LogStore
+	// flaws are the promises this node breaks on purpose (flaws.go):
+	// none, but in a build for the jepsen suite's negative controls.
+	flaws flaws
 	// Limits are stamped by this node, while it leads, into every session
 	// and acquire it proposes (lockstate.Limits); zero fields: no limit.
 	Limits lockstate.Limits
@@ -243,8 +218,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	var machine raft.FSM = clockedFSM{n.fsm, n.clock}
-	if cfg.UnsafeStaleSnapshot {
-		machine = &staleFSM{clockedFSM: clockedFSM{n.fsm, n.clock}}
+	if flaw := cfg.flaws.machine; flaw != nil {
+		machine = flaw(clockedFSM{n.fsm, n.clock})
 	}
 	r, err := raft.NewRaft(n.raftConfig(), machine, n.logs, n.bolt, n.snaps, pipelineTransport{n.trans})
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build lockd_faults
+
 package raftnode
 
 import (
@@ -7,12 +9,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// noFsyncEvery is how many log writes Config.UnsafeNoFsync lets pass
-// between two fsyncs.
+// noFsyncEvery is how many log writes UnsafeNoFsync lets pass between
+// two fsyncs.
 const noFsyncEvery = 64
 
 // rareSync is a log store opened without fsync that is fsynced only at
-// every every-th write (Config.UnsafeNoFsync): what it acknowledged
+// every every-th write (UnsafeNoFsync): what it acknowledged
 // since may be gone after a power loss.
 type rareSync struct {
 	raft.LogStore

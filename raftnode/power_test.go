@@ -1,14 +1,12 @@
 package raftnode
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/lockd/lockd/jepsen/faultfs/faultfstest"
 )
@@ -43,50 +41,56 @@ func TestStoresSurvivePowerLoss(t *testing.T) {
 	}
 }
 
-// TestNoFsyncLosesAcknowledgedEntries: the log store of --unsafe
-// no-fsync acknowledges entries a power loss takes back, and keeps the
-// prefix it last fsynced; the store lockd runs keeps them all.
-func TestNoFsyncLosesAcknowledgedEntries(t *testing.T) {
-	for _, tt := range []struct {
-		noFsync  bool
-		wantLast uint64
-	}{{false, 6}, {true, 4}} {
-		t.Run(fmt.Sprintf("no-fsync=%v", tt.noFsync), func(t *testing.T) {
-			fs, dir := faultfstest.MountTemp(t)
-			path := filepath.Join(dir, boltFile)
-			open := func() *raftboltdb.BoltStore {
-				s, err := raftboltdb.New(raftboltdb.Options{Path: path, NoSync: tt.noFsync,
-					BoltOptions: &bbolt.Options{NoFreelistSync: true, NoSync: tt.noFsync, NoGrowSync: tt.noFsync}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return s
-			}
-			bolt := open()
-			if err := syncDir(dir); err != nil {
-				t.Fatal(err)
-			}
-			var logs raft.LogStore = bolt
-			if tt.noFsync {
-				logs = &rareSync{LogStore: bolt, sync: bolt.Sync, every: 4}
-			}
-			for i := uint64(1); i <= 6; i++ {
-				if err := logs.StoreLog(&raft.Log{Index: i, Term: 1, Data: []byte("cmd")}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, err := fs.PowerLoss(nil); err != nil { // closed after: as the process died, nothing more reaches the disk
-				t.Fatal(err)
-			}
-			bolt.Close()
-			if _, err := fs.PowerLoss(nil); err != nil { // what the close wrote is lost too
-				t.Fatal(err)
-			}
-			bolt = open()
-			defer bolt.Close()
-			if last, err := bolt.LastIndex(); err != nil || last != tt.wantLast {
-				t.Errorf("last index after a power loss: %d, %v; want %d", last, err, tt.wantLast)
-			}
-		})
+// lastAfterPowerLoss opens raft.db on a faultfs mirror as a node with
+// flaws f opens it (its options and log store, openStores), stores
+// entries 1..n, loses power and returns the last index raft.db holds
+// after.
+func lastAfterPowerLoss(t *testing.T, f flaws, n uint64) uint64 {
+	fs, dir := faultfstest.MountTemp(t)
+	opts := boltOptions(filepath.Join(dir, boltFile))
+	if f.bolt != nil {
+		f.bolt(&opts)
+	}
+	bolt, err := raftboltdb.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	var logs raft.LogStore = bolt
+	if f.logs != nil {
+		if logs, err = f.logs(&Node{bolt: bolt}, bolt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(1); i <= n; i++ {
+		if err := logs.StoreLog(&raft.Log{Index: i, Term: 1, Data: []byte("cmd")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fs.PowerLoss(nil); err != nil { // closed after: as the process died, nothing more reaches the disk
+		t.Fatal(err)
+	}
+	bolt.Close()
+	if _, err := fs.PowerLoss(nil); err != nil { // what the close wrote is lost too
+		t.Fatal(err)
+	}
+	if bolt, err = raftboltdb.New(boltOptions(opts.Path)); err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	last, err := bolt.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// TestBoltKeepsAcknowledgedEntries: raft.db as lockd opens it keeps
+// every entry it acknowledged through a power loss.
+func TestBoltKeepsAcknowledgedEntries(t *testing.T) {
+	if last := lastAfterPowerLoss(t, flaws{}, 6); last != 6 {
+		t.Errorf("last index after a power loss: %d, want 6", last)
 	}
 }

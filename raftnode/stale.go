@@ -1,3 +1,5 @@
+//go:build lockd_faults
+
 package raftnode
 
 import (
@@ -8,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// staleFSM is the snapshot negative control (Config.UnsafeStaleSnapshot):
+// staleFSM is the snapshot negative control (UnsafeStaleSnapshot):
 // every snapshot raft takes holds the state of the one taken before it,
 // labelled with the new index. A node restored from it — a follower
 // catching up through InstallSnapshot, any node at restart — misses the

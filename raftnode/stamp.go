@@ -17,13 +17,14 @@ const sessionKeyBytes = 16
 // stamp fills in what only the leader decides, just before it proposes
 // (the command's fsm.LeaderFields): a new session's key, drawn here so
 // that no client and no follower chooses it, this node's limits, and
-// whether an acquire's request id is its session's own (and, under
-// Config.UnsafeNoHoldTTL only, an acquire's hold TTL: none). Entries in
+// whether an acquire's request id is its session's own. Entries in
 // formats before fsm.FormatACL carry neither key nor limits (an older
 // voter could not read them): the session's id in decimal is then its
 // key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
-	n.dropHoldTTL(cmd)
+	if flaw := n.cfg.flaws.propose; flaw != nil {
+		flaw(cmd)
+	}
 	f := fsm.LeaderFieldsOf(cmd)
 	if f.Key != nil && format == formatUnknown {
 		// A new leader that has not yet seen its voters' builds: wait for
@@ -50,15 +51,6 @@ func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 		*f.Limits = n.limits(format)
 	}
 	return nil
-}
-
-// dropHoldTTL is Config.UnsafeNoHoldTTL: the acquire cmd, if it is one,
-// loses its hold TTL before it is proposed, so the table never ends its
-// holds by themselves.
-func (n *Node) dropHoldTTL(cmd lockstate.Command) {
-	if a, ok := cmd.(*lockstate.Acquire); ok && n.cfg.UnsafeNoHoldTTL {
-		a.HoldTTL = 0
-	}
 }
 
 // limits returns the configured limits, or nil when there are none.

@@ -87,16 +87,11 @@ func (n *Node) openStores() error {
 	if err != nil {
 		return n.storeError(err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path: path, NoSync: n.cfg.UnsafeNoFsync, // raft-boltdb sets bolt's NoSync from its own
-		// NoFreelistSync skips writing bolt's freelist on every commit
-		// (rqlite, Nomad; consul #15890); it is rebuilt on open. The
-		// timeout turns a data dir locked by another process into an
-		// error instead of a hang. NoSync stays false, fsync on, but for
-		// Config.UnsafeNoFsync.
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second,
-			NoSync: n.cfg.UnsafeNoFsync, NoGrowSync: n.cfg.UnsafeNoFsync},
-	})
+	opts := boltOptions(path)
+	if flaw := n.cfg.flaws.bolt; flaw != nil {
+		flaw(&opts)
+	}
+	bolt, err := raftboltdb.New(opts)
 	if err != nil {
 		return fmt.Errorf("raftnode: open %s: %w", path, err)
 	}
@@ -105,16 +100,15 @@ func (n *Node) openStores() error {
 	if err != nil {
 		return n.storeError(err)
 	}
-	if n.cfg.UnsafeNoFsync {
-		if n.wal != nil {
-			return errors.New("raftnode: UnsafeNoFsync needs the bolt log store")
-		}
-		logs = &rareSync{LogStore: logs, sync: bolt.Sync, every: noFsyncEvery}
-	}
 	if n.cfg.wrapLogs != nil {
 		logs = n.cfg.wrapLogs(logs)
 	}
-	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed, lie: n.cfg.UnsafeLyingDisk}
+	if flaw := n.cfg.flaws.logs; flaw != nil {
+		if logs, err = flaw(n, logs); err != nil {
+			return err
+		}
+	}
+	logs = &watchedLogs{LogStore: logs, failed: n.logStoreFailed}
 	n.uncached = logs
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
@@ -823,12 +817,19 @@ func (c *boltCheck) logKey(k, _ []byte) error {
 	return nil
 }
 
-// watchedLogs reports the log store's failed writes (Config.StoreFailed),
-// or with lie (Config.UnsafeLyingDisk) hides them.
+// boltOptions are the options raft.db at path is opened with.
+// NoFreelistSync skips writing bolt's freelist on every commit (rqlite,
+// Nomad; consul #15890); it is rebuilt on open. The timeout turns a data
+// dir locked by another process into an error instead of a hang. NoSync
+// stays false: fsync on.
+func boltOptions(path string) raftboltdb.Options {
+	return raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second}}
+}
+
+// watchedLogs reports the log store's failed writes (Config.StoreFailed).
 type watchedLogs struct {
 	raft.LogStore
 	failed func(error)
-	lie    bool
 }
 
 func (w *watchedLogs) StoreLog(l *raft.Log) error { return w.check(w.LogStore.StoreLog(l)) }
@@ -852,9 +853,6 @@ func isMonotonic(s raft.LogStore) bool {
 }
 
 func (w *watchedLogs) check(err error) error {
-	if err != nil && w.lie {
-		return nil
-	}
 	if err != nil {
 		w.failed(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,9 +32,9 @@ type config struct {
 	SnapshotThreshold, TrailingLogs            uint64
 	SnapshotInterval                           time.Duration
 	RaftLog                                    string // raftnode.LogBolt, raftnode.LogWAL or "" (the data dir's, wal for a new one)
-	Unsafe                                     string
-	// ClockHook turns on PUT /v1/debug/clock (--test-clock-hook).
-	ClockHook bool
+	// harness is what the jepsen suite's flags ask of this node: nothing
+	// in a production build (harness.go).
+	harness harness
 
 	// TLSCA, TLSCert and TLSKey are PEM files, all three or none.
 	TLSCA, TLSCert, TLSKey string
@@ -57,51 +56,9 @@ type config struct {
 	Origins []string
 }
 
-// The --unsafe modes exist so that the Jepsen suite can prove its
-// checkers catch a lock service that breaks a promise (negative
-// controls). unsafeNoConsensus: every node bootstraps a one-voter
-// cluster of its own and skips gossip, so each grants locks from its own
-// table. unsafeWallClock: the leader stamps commands with its wall clock
-// as read (raftnode.Config.UnsafeWallClock), so a clock step on it moves
-// every hold TTL; it turns the clock hook on. unsafeLyingDisk: a failed
-// write of the raft log is answered as a success
-// (raftnode.Config.UnsafeLyingDisk), so a node whose disk is full
-// acknowledges entries it never persisted. unsafeNoFormatGate: the
-// leader writes the newest log format whatever its voters' builds apply
-// (no raftnode.Node.SetLogFormat), so an older voter in a rolling
-// upgrade meets entries it cannot apply. unsafeStaleSnapshot: every
-// snapshot holds the state of the one before it
-// (raftnode.Config.UnsafeStaleSnapshot), so a node restored from one
-// misses entries. unsafeNoFsync: raft.db is fsynced only at every 64th
-// log write (raftnode.Config.UnsafeNoFsync), so a node acknowledges
-// entries a power loss takes back. unsafeNoHoldTTL: the leader drops
-// every acquire's hold TTL (raftnode.Config.UnsafeNoHoldTTL), so holds
-// are kept past it.
-const (
-	unsafeNoConsensus   = "no-consensus"
-	unsafeWallClock     = "wall-clock"
-	unsafeLyingDisk     = "lying-disk"
-	unsafeNoFormatGate  = "no-format-gate"
-	unsafeStaleSnapshot = "stale-snapshot"
-	unsafeNoFsync       = "no-fsync"
-	unsafeNoHoldTTL     = "no-hold-ttl"
-)
-
-// unsafeModes are the --unsafe modes.
-var unsafeModes = []string{unsafeNoConsensus, unsafeWallClock, unsafeLyingDisk, unsafeNoFormatGate, unsafeStaleSnapshot, unsafeNoFsync,
-	unsafeNoHoldTTL}
-
-// envClockHook set to 1 turns --test-clock-hook on (the jepsen suite's
-// compose file passes it to every node).
-const envClockHook = "LOCKD_TEST_CLOCK_HOOK"
-
 // envACL set to 1 turns --acl on, so that a compose file can keep ACLs on
 // by default while a test harness switches them off for a whole cluster.
 const envACL = "LOCKD_ACL"
-
-// envUnsafe is the default of --unsafe, so that a compose file can switch
-// it on for a whole cluster without changing every node's command line.
-const envUnsafe = "LOCKD_UNSAFE"
 
 // envFlags are flags whose default an environment variable may set (the
 // command line still wins), so that a compose file can tune a whole
@@ -175,7 +132,10 @@ func parseFlags(args []string) (*config, error) {
 	origins := fs.String("cors-origin", "", "comma-separated browser origins (scheme://host[:port]) given CORS access; none by default")
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
-	c.testingFlags(fs)
+	var harnessParsed func(*config) error
+	if harnessFlags != nil {
+		harnessParsed = harnessFlags(fs)
+	}
 	if err := setFromEnv(fs); err != nil {
 		return nil, err
 	}
@@ -199,21 +159,12 @@ func parseFlags(args []string) (*config, error) {
 			return nil, err
 		}
 	}
+	if harnessParsed != nil {
+		if err := harnessParsed(c); err != nil {
+			return nil, err
+		}
+	}
 	return c, c.check()
-}
-
-// testingFlags defines the flags that exist for the jepsen suite only.
-func (c *config) testingFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Unsafe, "unsafe", os.Getenv(envUnsafe),
-		"TESTING ONLY, breaks a guarantee: \""+unsafeNoConsensus+"\" makes this node a cluster of its own; \""+
-			unsafeWallClock+"\" stamps commands with the leader's wall clock, which a clock step moves; \""+
-			unsafeLyingDisk+"\" acknowledges raft log writes that failed; \""+
-			unsafeNoFormatGate+"\" writes log formats older voters cannot apply; \""+
-			unsafeStaleSnapshot+"\" snapshots the state of the snapshot before; \""+
-			unsafeNoFsync+"\" acknowledges raft log writes before they are fsynced; \""+
-			unsafeNoHoldTTL+"\" ignores hold TTLs (default $"+envUnsafe+")")
-	fs.BoolVar(&c.ClockHook, "test-clock-hook", os.Getenv(envClockHook) == "1",
-		"TESTING ONLY: operators may offset this node's wall clock with PUT /v1/debug/clock (the jepsen clock nemesis; default: $"+envClockHook+" is 1)")
 }
 
 // devDefaults fills in what --dev implies for the flags not given.
@@ -249,10 +200,6 @@ func (c *config) check() error {
 		return errors.New("--max-wait must be positive")
 	case c.RaftLog != "" && c.RaftLog != raftnode.LogBolt && c.RaftLog != raftnode.LogWAL:
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
-	case c.Unsafe != "" && !slices.Contains(unsafeModes, c.Unsafe):
-		return fmt.Errorf("--unsafe %q: the modes are %q", c.Unsafe, unsafeModes)
-	case c.Unsafe == unsafeNoFsync && c.RaftLog != raftnode.LogBolt:
-		return fmt.Errorf("--unsafe %s needs --raft-log %s", unsafeNoFsync, raftnode.LogBolt)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
 	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:
@@ -330,8 +277,9 @@ func (c *config) checkSecurity() error {
 	if c.Insecure {
 		return nil
 	}
-	// --dev and --unsafe no-consensus run no gossip: no key to ask for.
-	gossip := !c.Dev && c.Unsafe != unsafeNoConsensus
+	// --dev runs no gossip, nor does a node alone (harness): no key to
+	// ask for.
+	gossip := !c.Dev && !c.harness.alone
 	listens := []struct{ flag, addr string }{{"http-addr", c.HTTPAddr}, {"raft-addr", c.RaftAddr}}
 	if gossip {
 		listens = append(listens, struct{ flag, addr string }{"gossip-addr", c.GossipAddr})

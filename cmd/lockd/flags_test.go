@@ -48,24 +48,10 @@ func TestParseFlags(t *testing.T) {
 		"--node-id n1 --data-dir /d --raft-timing 0",
 		"--node-id n1 --data-dir /d extra",
 		"--dev --join 127.0.0.1:7202",
-		"--node-id n1 --data-dir /d --unsafe yes",
-		"--node-id n1 --data-dir /d --unsafe no-fsync --raft-log wal", // bolt only
 	} {
 		if _, err := parseFlags(strings.Fields(bad)); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
-	}
-}
-
-func TestUnsafeFromEnvironment(t *testing.T) {
-	t.Setenv(envUnsafe, unsafeNoConsensus)
-	c, err := parseFlags(strings.Fields("--node-id n1 --data-dir /d"))
-	if err != nil || c.Unsafe != unsafeNoConsensus {
-		t.Fatalf("unsafe from env: %+v, %v", c, err)
-	}
-	t.Setenv(envUnsafe, "")
-	if c, err = parseFlags(strings.Fields("--node-id n1 --data-dir /d")); err != nil || c.Unsafe != "" {
-		t.Fatalf("unsafe by default: %+v, %v", c, err)
 	}
 }
 
@@ -115,7 +101,6 @@ func TestSecurityFlags(t *testing.T) {
 		{"--insecure allows a LAN address", base + public + "--insecure", ""},
 		{"dev on 0.0.0.0 needs --insecure", "--dev --http-addr 0.0.0.0:7001", "--insecure"},
 		{"dev has no gossip to key", "--dev --http-addr 0.0.0.0:7001 " + tls, ""},
-		{"no-consensus has no gossip to key", base + public + tls + "--unsafe no-consensus", ""},
 		{"TLS flags go together", base + "--tls-ca ca.pem --tls-cert n1.pem", "--tls-ca and --tls-cert given without --tls-key"},
 		{"a lone --tls-key", base + "--tls-key k.pem", "--tls-key given without --tls-ca and --tls-cert"},
 		{"--tls-client-auth needs TLS", base + "--tls-client-auth", "--tls-client-auth needs"},

@@ -149,31 +149,12 @@ func (a *agent) openRaft() error {
 	cfg := raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
-		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, UnsafeWallClock: a.cfg.Unsafe == unsafeWallClock,
-		UnsafeLyingDisk: a.cfg.Unsafe == unsafeLyingDisk, UnsafeStaleSnapshot: a.cfg.Unsafe == unsafeStaleSnapshot,
-		UnsafeNoFsync: a.cfg.Unsafe == unsafeNoFsync, UnsafeNoHoldTTL: a.cfg.Unsafe == unsafeNoHoldTTL,
+		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog,
 		// Fail-stop, as etcd does on a WAL write error: the supervisor
 		// restarts the node, which reads its log back from disk.
 		StoreFailed: func(err error) { a.stop(fmt.Errorf("raft log write failed (full or failing disk?): %w", err)) }}
-	if a.cfg.ClockHook || cfg.UnsafeWallClock {
-		a.clockOffset = new(atomic.Int64)
-		cfg.ClockOffset = func() time.Duration { return time.Duration(a.clockOffset.Load()) }
-		a.log.Warn("TEST HOOK: operators may offset this node's wall clock (PUT /v1/debug/clock)")
-	}
-	if cfg.UnsafeWallClock {
-		a.log.Error("UNSAFE: --unsafe " + unsafeWallClock + ": commands are stamped with the leader's wall clock; a clock step moves every hold TTL")
-	}
-	if cfg.UnsafeLyingDisk {
-		a.log.Error("UNSAFE: --unsafe " + unsafeLyingDisk + ": failed raft log writes are acknowledged as written")
-	}
-	if cfg.UnsafeNoFsync {
-		a.log.Error("UNSAFE: --unsafe " + unsafeNoFsync + ": raft log writes are acknowledged before they are fsynced")
-	}
-	if cfg.UnsafeNoHoldTTL {
-		a.log.Error("UNSAFE: --unsafe " + unsafeNoHoldTTL + ": hold TTLs are ignored; holds last until released")
-	}
-	if cfg.UnsafeStaleSnapshot {
-		a.log.Error("UNSAFE: --unsafe " + unsafeStaleSnapshot + ": every snapshot holds the state of the one before it")
+	if err := a.applyHarness(&cfg); err != nil {
+		return err
 	}
 	if a.tls != nil {
 		cfg.PeerServerTLS, cfg.PeerClientTLS = a.tls.PeerServer(), a.tls.PeerClient()
@@ -232,14 +213,10 @@ func (a *agent) serveHTTP() error {
 }
 
 // join starts gossip, which bootstraps or joins raft; a --dev node
-// bootstraps itself alone instead, and so does every node under
-// --unsafe no-consensus (see flags.go).
+// bootstraps itself alone instead, and so does a node the harness leaves
+// alone (harness.go).
 func (a *agent) join() error {
-	if a.cfg.Unsafe == unsafeNoConsensus {
-		a.log.Error("UNSAFE: --unsafe " + unsafeNoConsensus + ": this node is a cluster of its own; locks are not mutually exclusive across nodes")
-		return devBootstrap(a.node, a.cfg.NodeID)
-	}
-	if a.cfg.Dev {
+	if a.cfg.Dev || a.cfg.harness.alone {
 		return devBootstrap(a.node, a.cfg.NodeID)
 	}
 	cfg := cluster.Config{ID: a.cfg.NodeID, GossipBind: a.cfg.GossipAddr,
@@ -254,9 +231,7 @@ func (a *agent) join() error {
 	if err != nil {
 		return fmt.Errorf("start cluster membership: %w", err)
 	}
-	if a.cfg.Unsafe == unsafeNoFormatGate {
-		a.log.Error("UNSAFE: --unsafe " + unsafeNoFormatGate + ": the newest log format is written whatever the voters' builds apply")
-	} else {
+	if !a.cfg.harness.ungated {
 		a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
 	}
 	a.node.SetJoinRule(c.JoinPeer) // a node outside the configuration hears raft only from these
@@ -301,6 +276,27 @@ func (a *agent) stopRaft() {
 	if err := a.node.Shutdown(ctx); err != nil {
 		a.log.Error("raft shutdown", "error", err)
 	}
+}
+
+// applyHarness does to the raft node's cfg what the jepsen suite's flags
+// ask (harness.go; nothing in a production build) and turns the clock
+// hook on if they ask for it.
+func (a *agent) applyHarness(cfg *raftnode.Config) error {
+	h := a.cfg.harness
+	if h.warning != "" {
+		a.log.Error(h.warning)
+	}
+	if h.node != nil {
+		if err := h.node(cfg); err != nil {
+			return err
+		}
+	}
+	if h.clockHook {
+		a.clockOffset = new(atomic.Int64)
+		cfg.ClockOffset = func() time.Duration { return time.Duration(a.clockOffset.Load()) }
+		a.log.Warn("TEST HOOK: operators may offset this node's wall clock (PUT /v1/debug/clock)")
+	}
+	return nil
 }
 
 // members adapts the gossip view for the API.

@@ -3,6 +3,11 @@
 // CLI: bring it up and down, find containers, their addresses and
 // process ids, and read every node's /v1/status.
 //
+// The cluster runs the jepsen suite's build of lockd (BuildImage): the
+// compose file with the suite's layer on top (LayerFile) runs
+// DefaultImage, whose nodes take the suite's flags (--unsafe,
+// --test-clock-hook) from the environment (Cluster.Env).
+//
 // Several clusters can run side by side: each Cluster has its own compose
 // project name, subnet (LOCKD_SUBNET) and host port prefix
 // (LOCKD_PORT_PREFIX); see the header of docker-compose.yml.
@@ -33,12 +38,31 @@ import (
 	"github.com/lockd/lockd/raftnode/certs"
 )
 
-// Default values of a Cluster's fields, the same as docker-compose.yml's.
+// Default values of a Cluster's fields, the same as docker-compose.yml's
+// but for the image, LayerFile's.
 const (
 	DefaultProject    = "lockd"
 	DefaultSubnet     = "10.77.0"
 	DefaultPortPrefix = "700"
-	DefaultImage      = "lockd:dev"
+	// DefaultImage is the suite's image: lockd built with FaultsTag
+	// (BuildImage).
+	DefaultImage = "lockd:faults"
+)
+
+// The jepsen suite's build.
+const (
+	// FaultsTag is the build tag of lockd made for the suite: it adds
+	// the suite's flags, --unsafe (the negative controls) and
+	// --test-clock-hook (the clock nemesis), which a production lockd
+	// has not.
+	FaultsTag = "lockd_faults"
+	// faultsBinary is where BuildImage puts that lockd, beside the
+	// production one in bin/lockd.
+	faultsBinary = "bin/faults/lockd"
+	// LayerFile, in the repository, is the suite's layer over
+	// docker-compose.yml: every service on DefaultImage, and the suite's
+	// flags from the environment.
+	LayerFile = "jepsen/compose/jepsen.yml"
 )
 
 // UpTimeout bounds how long Up waits for the cluster to become healthy.
@@ -59,7 +83,8 @@ type Cluster struct {
 	// HTTP API is published on 127.0.0.1:<PortPrefix>k. DefaultPortPrefix
 	// if empty.
 	PortPrefix string
-	// Env is extra environment for docker-compose, e.g. "LOCKD_UNSAFE=...".
+	// Env is extra environment for docker-compose, e.g. "LOCKD_UNSAFE=..."
+	// (LayerFile passes it to the nodes).
 	Env []string
 	// CertsDir is the host directory of the cluster's certificates and
 	// gossip key (LOCKD_CERTS), which the compose file's certs service
@@ -281,7 +306,7 @@ func (c *Cluster) NodeByID(id string) string {
 }
 
 func (c *Cluster) composeArgs(args ...string) []string {
-	base := []string{"-p", c.project()}
+	base := []string{"-f", "docker-compose.yml", "-f", LayerFile, "-p", c.project()}
 	// n4 and n5 are in the compose file's "five" profile: a 5-node
 	// cluster, a 3-node one grown by the membership nemesis (the command
 	// names them), and every down (a grown node must go too).
@@ -327,20 +352,22 @@ func Docker(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, "", nil, "docker", args...)
 }
 
-// BuildImage builds bin/lockd and the lockd:dev image in the repo root
-// dir, like `make docker`.
+// BuildImage builds the suite's lockd (FaultsTag) and DefaultImage from
+// it in the repo root dir, like make jepsen-image.
 func BuildImage(ctx context.Context, dir string) error {
 	env := append(os.Environ(), "CGO_ENABLED=0")
-	if _, err := run(ctx, dir, env, "go", "build", "-trimpath", "-o", "bin/lockd", "./cmd/lockd"); err != nil {
+	if _, err := run(ctx, dir, env, "go", "build", "-trimpath", "-tags", FaultsTag, "-o", faultsBinary, "./cmd/lockd"); err != nil {
 		return err
 	}
-	_, err := run(ctx, dir, nil, "docker", "build", "-t", DefaultImage, ".")
+	_, err := run(ctx, dir, nil, "docker", "build", "--build-arg", "LOCKD_BIN="+faultsBinary, "-t", DefaultImage, ".")
 	return err
 }
 
 // BuildImageAt builds the image tag from the lockd of git ref ref of the
 // repository in dir (a worktree of its own, removed afterwards): the
-// upgrade nemesis's previous release.
+// upgrade nemesis's previous release. It is built with FaultsTag too, so
+// that its nodes take the suite's flags (a build from before the tag
+// had them anyway), and put where that ref's Dockerfile takes it.
 func BuildImageAt(ctx context.Context, dir, ref, tag string) error {
 	tree, err := os.MkdirTemp("", "lockd-"+tag+"-")
 	if err != nil {
@@ -352,7 +379,7 @@ func BuildImageAt(ctx context.Context, dir, ref, tag string) error {
 	}
 	defer func() { _, _ = run(context.Background(), dir, nil, "git", "worktree", "remove", "--force", tree) }()
 	env := append(os.Environ(), "CGO_ENABLED=0")
-	if _, err := run(ctx, tree, env, "go", "build", "-trimpath", "-o", "bin/lockd", "./cmd/lockd"); err != nil {
+	if _, err := run(ctx, tree, env, "go", "build", "-trimpath", "-tags", FaultsTag, "-o", "bin/lockd", "./cmd/lockd"); err != nil {
 		return err
 	}
 	_, err = run(ctx, tree, nil, "docker", "build", "-t", tag, ".")
@@ -470,7 +497,7 @@ func (c *Cluster) Status(ctx context.Context, node string) (*Status, error) {
 
 // SetClock sets node's wall-clock offset through its clock hook (PUT
 // /v1/debug/clock; the nodes run with LOCKD_TEST_CLOCK_HOOK=1 or
-// LOCKD_UNSAFE=wall-clock).
+// LOCKD_UNSAFE=wall-clock, which only the suite's build reads).
 func (c *Cluster) SetClock(ctx context.Context, node string, offset time.Duration) error {
 	return c.operate(ctx, node, "PUT", "/v1/debug/clock", fmt.Sprintf(`{"offset":%q}`, offset.String()), http.StatusOK)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestAddresses(t *testing.T) {
 	if len(d.Names()) != 3 || d.IP("n1") != "10.77.0.11" || d.HTTPAddr("n3") != "127.0.0.1:7003" || d.IP("x") != "" {
 		t.Fatal(d.IP("n1"), d.HTTPAddr("n3"))
 	}
-	if a := c.composeArgs("up"); !reflect.DeepEqual(a, []string{"-p", "lockd", "--profile", "five", "up"}) {
+	if a := c.composeArgs("up"); !reflect.DeepEqual(a, []string{"-f", "docker-compose.yml", "-f", LayerFile, "-p", "lockd", "--profile", "five", "up"}) {
 		t.Fatal(a)
 	}
 }
@@ -99,5 +100,56 @@ func TestReplacedIDs(t *testing.T) {
 	leader.Members[1].ID = "n2" // the id n2 was replaced from
 	if err := c.checkVoters(leader); err == nil || !strings.Contains(err.Error(), "no node runs as") {
 		t.Fatal(err)
+	}
+}
+
+// readRepo reads a file of the repository (two levels up).
+func readRepo(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The suite's layer puts every service of docker-compose.yml on the
+// suite's image and passes the suite's flags to every node, and
+// BuildImage's binary gets into the image's build context.
+func TestLayerFile(t *testing.T) {
+	base, layer := readRepo(t, "docker-compose.yml"), readRepo(t, LayerFile)
+	i, j := strings.Index(base, "\nservices:\n"), strings.Index(base, "\nnetworks:\n")
+	if i < 0 || j < i {
+		t.Fatal("docker-compose.yml: no services: section before networks:")
+	}
+	names := regexp.MustCompile(`(?m)^  ([a-z0-9]+):$`).FindAllStringSubmatch(base[i:j], -1)
+	if len(names) < 4 {
+		t.Fatalf("docker-compose.yml: services %q", names)
+	}
+	for _, m := range names {
+		name := m[1]
+		k := strings.Index(layer, "\n  "+name+":\n")
+		if k < 0 {
+			t.Errorf("%s: no service %s", LayerFile, name)
+			continue
+		}
+		block := layer[k+1:]
+		if end := regexp.MustCompile(`\n  [a-z]`).FindStringIndex(block); end != nil {
+			block = block[:end[0]]
+		}
+		if !strings.Contains(block, DefaultImage) {
+			t.Errorf("%s: service %s does not run %s:\n%s", LayerFile, name, DefaultImage, block)
+		}
+		if name != "certs" && !strings.Contains(block, "environment: *jepsen-env") {
+			t.Errorf("%s: node %s does not take the suite's flags:\n%s", LayerFile, name, block)
+		}
+	}
+	for _, v := range []string{"LOCKD_UNSAFE", "LOCKD_TEST_CLOCK_HOOK"} {
+		if !strings.Contains(layer, v+`: "${`+v+`:-}"`) {
+			t.Errorf("%s does not pass %s", LayerFile, v)
+		}
+	}
+	if !slices.Contains(strings.Fields(readRepo(t, ".dockerignore")), "!"+faultsBinary) {
+		t.Errorf(".dockerignore keeps %s out of the image's build context", faultsBinary)
 	}
 }

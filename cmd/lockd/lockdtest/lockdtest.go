@@ -24,6 +24,11 @@ import (
 	"testing"
 )
 
+// buildFlags are the go build flags of the binaries Build builds: the
+// build tags the test binary was built with (faults.go), so that the
+// tests of the jepsen suite's build run its lockd.
+var buildFlags []string
+
 // Build builds github.com/lockd/lockd/<pkg> (e.g. "cmd/lockd") statically
 // into dir and returns the binary's path. It also notes the source files
 // the binary is built from, which Start looks at (inputs).
@@ -37,7 +42,7 @@ func Build(dir, pkg string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command(goTool, "build", "-o", bin, path)
+	cmd := exec.Command(goTool, slices.Concat([]string{"build"}, buildFlags, []string{"-o", bin, path})...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
@@ -68,7 +73,7 @@ func (in *buildInputs) note(goTool, path string) error {
 	const files = `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}` +
 		`{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}` +
 		`{{end}}{{end}}`
-	out, err := exec.Command(goTool, "list", "-deps", "-f", files, path).Output()
+	out, err := exec.Command(goTool, slices.Concat([]string{"list"}, buildFlags, []string{"-deps", "-f", files, path})...).Output()
 	if err != nil {
 		return fmt.Errorf("list the sources of %s: %w", path, err)
 	}

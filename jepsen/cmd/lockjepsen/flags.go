@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockd/lockd/jepsen/compose"
 	"github.com/lockd/lockd/jepsen/nemesis"
 	"github.com/lockd/lockd/jepsen/workload"
 )
@@ -135,7 +136,7 @@ func parseRunFlags(args []string) (*runConfig, error) {
 	fs.StringVar(&c.project, "project", "lockd-jepsen", "docker compose project name")
 	fs.StringVar(&c.subnet, "subnet", "10.77.40", "first three octets of the cluster network")
 	fs.StringVar(&c.ports, "port-prefix", "174", "host ports of the nodes' HTTP APIs: 127.0.0.1:<prefix>k for node k")
-	fs.BoolVar(&c.build, "build", true, "build bin/lockd and the lockd:dev image first")
+	fs.BoolVar(&c.build, "build", true, "build the suite's lockd (bin/faults/lockd) and its image, "+compose.DefaultImage+", first (make jepsen-image)")
 	fs.BoolVar(&c.keep, "keep", false, "leave the cluster running after the run")
 	fs.BoolVar(&c.verbose, "v", false, "log client retries and every fault")
 	if err := fs.Parse(args); err != nil {

@@ -17,7 +17,7 @@ import (
 
 const nemesisUsage = `usage: lockjepsen nemesis [flags] COMMAND [ARGS]
 
-Drive a docker-compose lockd cluster by hand (build the image first: make docker).
+Drive a docker-compose lockd cluster by hand (build the suite's image first: make jepsen-image).
 
 commands:
   up                    start n1..nN and wait until they agree on a leader with N voters

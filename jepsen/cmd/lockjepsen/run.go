@@ -102,7 +102,7 @@ func runCmd(args []string) (int, error) {
 // --build=false) and, for upgrades, the older one's.
 func (r *run) build(ctx context.Context) error {
 	if r.cfg.build {
-		r.logf("building bin/lockd and the lockd:dev image")
+		r.logf("building the suite's lockd and the %s image", compose.DefaultImage)
 		if err := compose.BuildImage(ctx, r.cfg.dir); err != nil {
 			return fmt.Errorf("build: %w", err)
 		}
