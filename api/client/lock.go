@@ -276,10 +276,10 @@ func (s *Session) request(ctx context.Context, body wire.AcquireRequest) (*Grant
 		if r.err == nil {
 			return grantOf(&r.st), nil
 		}
-		if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+		if code := codeOf(r.err); code != "" && !retryable(code) {
 			return nil, r.err // a definite answer
 		}
-		// Unknown outcome (node gone, no leader): find the request
+		// Unknown outcome (node gone, no leader, diverged): find the request
 		// wherever the cluster is now.
 		g, err := s.reattach(ctx, id, time.Duration(body.Wait))
 		if errors.Is(err, ErrRequestNotFound) {
@@ -365,7 +365,7 @@ func (s *Session) cancel(ctx context.Context, id string, posted <-chan postResul
 			if r.err == nil {
 				return s.releaseLate(cctx, cause, grantOf(&r.st))
 			}
-			if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+			if code := codeOf(r.err); code != "" && !retryable(code) {
 				return cause
 			}
 			posted = nil // unknown: one more cancel decides

@@ -79,11 +79,12 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		var ae *Error
 		isAPI := errors.As(err, &ae)
-		if (isAPI && ae.Code != CodeNoLeader) || isTLSRefusal(err) || errors.Is(err, ErrHTTPSRequired) {
+		if (isAPI && !retryable(ae.Code)) || isTLSRefusal(err) || errors.Is(err, ErrHTTPSRequired) {
 			return err // a definite answer
 		}
-		// The node failed us (down, unreachable, or without a leader):
-		// forget it as the leader and move on to another endpoint.
+		// The node failed us (down, unreachable, without a leader, or
+		// diverged): forget it as the leader and move on to another
+		// endpoint.
 		cl.failed(target)
 		last = err
 		if isAPI {
@@ -177,9 +178,9 @@ func decodeError(status int, b []byte) error {
 		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status,
 			NotApplied: eb.Error.NotApplied, QuorumLost: eb.Error.QuorumLost}
 	}
-	code := CodeInternal
+	code := wire.CodeInternal
 	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
-		code = CodeNoLeader
+		code = wire.CodeNoLeader
 	}
 	return &Error{Code: code, Message: fmt.Sprintf("HTTP %d without a lockd error body: %.200q", status, b),
 		HTTPStatus: status}
@@ -228,7 +229,7 @@ func (o *outage) note(base string, err error) bool {
 	delete(o.lost, base)
 	delete(o.down, base)
 	switch {
-	case errors.As(err, &ae) && ae.Code == CodeNoLeader && ae.QuorumLost:
+	case errors.As(err, &ae) && ae.Code == wire.CodeNoLeader && ae.QuorumLost:
 		if o.lost == nil {
 			o.lost = map[string]bool{}
 		}

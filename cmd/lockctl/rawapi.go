@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // rawAPI speaks the HTTP API directly, for the calls the Go client does
@@ -109,7 +110,7 @@ func decodeAnswer(resp *http.Response, out any) (http.Header, error) {
 			} `json:"error"`
 		}
 		if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
-			e.Error.Code, e.Error.Message = client.CodeInternal, strings.TrimSpace(string(b))
+			e.Error.Code, e.Error.Message = wire.CodeInternal, strings.TrimSpace(string(b))
 		}
 		return resp.Header, &client.Error{Code: e.Error.Code, Message: e.Error.Message, HTTPStatus: resp.StatusCode}
 	}
