@@ -22,8 +22,9 @@
 //
 // # Retries and failover
 //
-// When a call fails because the node is unreachable or answers
-// 503 no_leader, the client forgets the leader, backs off (exponentially,
+// When a call fails because the node is unreachable or answers that it
+// cannot serve it (503 no_leader or diverged: the codes wire.ErrorCodes
+// marks Retry), the client forgets the leader, backs off (exponentially,
 // with jitter, bounded by RetryPolicy), learns the leader again from any
 // endpoint and retries — but only calls that are safe to repeat, and
 // not once every endpoint has refused the connection or answered that it
@@ -48,10 +49,12 @@
 //
 // # Waiting and cancellation
 //
-// Lock, RLock, Acquire and AcquireMulti wait until the grant or until ctx
-// ends. A server caps each wait (60s by default); a request that times out
-// on the server while ctx still allows waiting is replaced by a new one
-// (the old one has ended, so nothing can be granted twice). When ctx ends
+// Lock, RLock and Acquire wait until the grant or until ctx ends; Acquire
+// with Wait(d) lets the server end the wait after d instead, with the
+// definite ErrTimeout, and TryLock and Wait(0) try once. A server caps
+// each wait (60s by default); a request that times out on the server
+// while ctx still allows waiting is replaced by a new one (the old one
+// has ended, so nothing can be granted twice). When ctx ends
 // first, the client cancels the pending request on the server (DELETE
 // /v1/requests/{id}); if the cluster answers that the request was granted
 // meanwhile, the client releases that grant and still returns ctx.Err().

@@ -170,7 +170,11 @@ type CloseSessionResponse struct {
 	Cancelled []string       `json:"cancelled"` // request ids
 }
 
-// LockSpec is one lock named in an acquire.
+// LockSpec is one lock named in an acquire. The value a leader
+// proclaims (API.md v1.2: "value", at most 4 KiB) goes here, as Value
+// string `json:"value,omitempty"`, once the server takes it: the Go
+// client's Acquire passes LockSpecs as they are, so it needs no other
+// change.
 type LockSpec struct {
 	Name   string `json:"name"`
 	Mode   Mode   `json:"mode,omitempty"`

@@ -288,7 +288,7 @@ func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.
 	if o.wait.set && o.wait.d == 0 {
 		tctx, tcancel := context.WithTimeout(ctx, timeout)
 		defer tcancel()
-		g, err = s.TryAcquireMulti(tctx, specs, client.RequireAll)
+		g, err = s.Acquire(tctx, specs, client.Wait(0))
 		return g, false, err
 	}
 	actx := ctx
@@ -297,7 +297,7 @@ func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.
 		actx, acancel = context.WithTimeout(ctx, o.wait.d)
 		defer acancel()
 	}
-	g, err = s.AcquireMulti(actx, specs, client.RequireAll)
+	g, err = s.Acquire(actx, specs)
 	return g, errors.Is(actx.Err(), context.DeadlineExceeded), err
 }
 

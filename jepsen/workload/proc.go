@@ -111,13 +111,11 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 	p.record(history.Event{Type: history.Invoke, F: history.Acquire, Locks: locks, Require: require, HoldTTL: ttl})
 	actx, cancel := context.WithTimeout(ctx, wait+opTimeout)
 	defer cancel()
-	var g *client.Grant
-	var err error
+	opts := []client.AcquireOption{client.Wait(wait), client.Require(require)} // "": all
 	if ttl > 0 {
-		g, err = p.s.AcquireWithTTL(actx, specs, client.Require(require), wait, ttl)
-	} else {
-		g, err = p.s.AcquireWithin(actx, specs, client.Require(require), wait)
+		opts = append(opts, client.HoldTTL(ttl))
 	}
+	g, err := p.s.Acquire(actx, specs, opts...)
 	if err == nil {
 		p.deadline, _ = g.Deadline()
 		granted := make([]history.Granted, len(g.Locks))
