@@ -216,7 +216,7 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		c.token = strings.TrimSpace(os.Getenv(EnvToken))
 	}
 	if !c.tlsSet {
-		cfg, err := TLSConfigFromEnv()
+		cfg, err := tlsConfigFromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("lockd client: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/cmd/internal/clientflags"
 )
 
 // Exit codes; the table is in the package documentation and in usage.
@@ -124,9 +125,9 @@ type env struct {
 	addr           string
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
-	tls     client.TLSFlags
-	token   client.TokenFlag // ACL secret; never printed
-	timeout time.Duration    // bounds each call to the cluster (lock: beyond --wait)
+	tls     clientflags.TLS
+	token   clientflags.Token // ACL secret; never printed
+	timeout time.Duration     // bounds each call to the cluster (lock: beyond --wait)
 	json    bool
 }
 
