@@ -81,6 +81,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -318,10 +319,41 @@ func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (
 	return &l, nil
 }
 
-// PageSize is how many items the list calls (Locks, Sessions) ask for at
+// WatchLock is a blocking query of name (GET
+// /v1/locks/{name}?index=&wait=): it answers once name's version is above
+// index, or once wait has passed (the server caps it), with name's state
+// then and its version, the index of the next WatchLock. A wait of 0
+// reads at once (a watch's first read). info is nil when nobody holds,
+// waits for or delays name: no error, so that a watcher carries on.
+func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts ...ReadOption) (info *LockInfo, version uint64, err error) {
+	q := readQuery(opts)
+	if wait > 0 {
+		q.Set("index", strconv.FormatUint(index, 10))
+		q.Set("wait", wait.String())
+	}
+	var l LockInfo
+	var h http.Header
+	err = c.do(ctx, call{method: "GET", path: "/v1/locks/" + escapeName(name), query: q, out: &l, header: &h, wait: max(wait, 0)})
+	free := errors.Is(err, ErrLockNotFound)
+	if err != nil && !free {
+		return nil, 0, fmt.Errorf("lockd watch lock %s: %w", name, err)
+	}
+	version, perr := strconv.ParseUint(h.Get("X-Lock-Index"), 10, 64)
+	switch {
+	case perr == nil && free:
+		return nil, version, nil
+	case free:
+		return nil, 0, fmt.Errorf("lockd watch lock %s: %w (without its version: X-Lock-Index %q)", name, err, h.Get("X-Lock-Index"))
+	case perr != nil:
+		version = l.Version
+	}
+	return &l, version, nil
+}
+
+// pageSize is how many items the list calls (Locks, Sessions) ask for at
 // a time; they follow the cluster's X-Next-After cursor until the last
 // page, so the size only trades round trips against answer size.
-const PageSize = 1000
+const pageSize = 1000
 
 // Locks returns every name in use under prefix ("" for all) that the
 // token may read, sorted, following the pages of GET /v1/locks.
@@ -347,22 +379,23 @@ func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]SessionInf
 	return all, nil
 }
 
-// listAll reads a paged list: limit=PageSize, then after= the answer's
+// listAll reads a paged list: limit=pageSize, then after= the answer's
 // X-Next-After until an answer has none. Pages are separate reads: an
 // item added or removed meanwhile may be missed or seen once more.
 func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
 	var all []T
-	q.Set("limit", strconv.Itoa(PageSize))
+	q.Set("limit", strconv.Itoa(pageSize))
 	for after := ""; ; {
 		if after != "" {
 			q.Set("after", after)
 		}
 		var page []T
-		var next string
-		if err := c.do(ctx, call{method: "GET", path: path, query: q, out: &page, next: &next}); err != nil {
+		var h http.Header
+		if err := c.do(ctx, call{method: "GET", path: path, query: q, out: &page, header: &h}); err != nil {
 			return nil, err
 		}
 		all = append(all, page...)
+		next := h.Get("X-Next-After")
 		if next == "" || next == after {
 			if all == nil {
 				all = []T{}

@@ -64,10 +64,6 @@ func httpsRequired(status int, b []byte) bool {
 	return status == http.StatusBadRequest && bytes.Contains(b, []byte("HTTP request to an HTTPS server"))
 }
 
-// HTTPClient returns the HTTP client c sends its calls with, TLS config
-// included, for calls to the API that Client has no method for.
-func (c *Client) HTTPClient() *http.Client { return c.hc }
-
 // withTLS returns hc, or a copy of it whose transport uses cfg.
 func withTLS(hc *http.Client, cfg *tls.Config) *http.Client {
 	rt := hc.Transport

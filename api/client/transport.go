@@ -52,9 +52,10 @@ type call struct {
 	// attempt, when set, replaces RetryPolicy.AttemptTimeout: keepalives
 	// must fail over from a hung node well within the session's TTL.
 	attempt time.Duration
-	// next, when set, receives the answer's X-Next-After (the cursor of
-	// a list's next page; "" on the last page).
-	next *string
+	// header, when set, receives the headers of the answer, an error
+	// answer's too (X-Next-After, a list's cursor; X-Lock-Index, a
+	// lock's version, also of a lock nobody holds).
+	header *http.Header
 }
 
 // do sends c to the leader (or, while the leader is unknown, to the next
@@ -152,6 +153,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: reading answer: %w", c.method, c.path, base, err)
 	}
+	if c.header != nil {
+		*c.header = resp.Header
+	}
 	if resp.StatusCode/100 != 2 && resp.TLS == nil && httpsRequired(resp.StatusCode, b) {
 		return fmt.Errorf("%s: %w", base, ErrHTTPSRequired)
 	}
@@ -162,9 +166,6 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 		if err := json.Unmarshal(b, c.out); err != nil {
 			return fmt.Errorf("%s %s on %s: decoding %.200q: %w", c.method, c.path, base, b, err)
 		}
-	}
-	if c.next != nil {
-		*c.next = resp.Header.Get("X-Next-After")
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func TestFailsFastWithoutANode(t *testing.T) {
 		{"lock", "--addr", addr, "--wait", "0", "jobs/a", "--", "true"},
 		{"--addr", addr, "locks"},
 		{"--addr", addr, "locks", "--stale"},
+		{"--addr", addr, "session", "list"},
 	} {
 		start := time.Now()
 		code, _, stderr := lockctl(t, "", args...)

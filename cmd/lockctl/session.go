@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
 const sessionUsage = `Usage:
@@ -47,20 +46,9 @@ func runSession(e *env, args []string) int {
 	return exitUsage
 }
 
-// rawQuery is query for commands that use rawAPI.
-func (e *env) rawQuery(cmd string, f func(ctx context.Context, a *rawAPI) int) int {
-	a, err := e.raw()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-	defer cancel()
-	return f(ctx, a)
-}
-
-// sessionInfo is client.SessionInfo as the API sends it ("expires" of a
-// hold with hold_ttl included).
+// sessionInfo is how session create, list and show print a session: the
+// API's fields but its creation time, a hold's "expires" only when it has
+// a hold_ttl.
 type sessionInfo struct {
 	ID         string          `json:"id"`
 	Name       string          `json:"name"`
@@ -78,6 +66,19 @@ type sessionInfo struct {
 type heldLock struct {
 	client.HeldLock
 	Expires string `json:"expires,omitempty"`
+}
+
+// sessionOf is the sessionInfo of s.
+func sessionOf(s *client.SessionInfo) sessionInfo {
+	out := sessionInfo{ID: s.ID, Name: s.Name, TTL: s.TTL, OnDeadlock: s.OnDeadlock, Ordered: s.Ordered,
+		LockDelay: s.LockDelay, Held: make([]heldLock, len(s.Held)), Pending: s.Pending, Revoked: s.Revoked}
+	for i, h := range s.Held {
+		out.Held[i].HeldLock = h
+		if !h.Expires.IsZero() {
+			out.Held[i].Expires = h.Expires.Format(time.RFC3339Nano) // as the API writes it
+		}
+	}
+	return out
 }
 
 func runSessionCreate(e *env, args []string) int {
@@ -98,19 +99,13 @@ unless something keeps it alive (POST /v1/sessions/ID/keepalive).
 	if *ttl < time.Second || *ttl > 24*time.Hour {
 		return e.usageErr(fs, "--ttl %v: want 1s–24h", *ttl)
 	}
-	return e.rawQuery("session create", func(ctx context.Context, a *rawAPI) int {
-		var s sessionInfo
-		body := map[string]any{"ttl": ttl.String()}
-		if *name != "" {
-			body["name"] = *name
-		}
-		// Repeating a create is harmless: a duplicate holds nothing and
-		// expires after its TTL.
-		if _, err := a.do(ctx, "POST", "/v1/sessions", body, &s, true); err != nil {
+	return e.query("session create", func(ctx context.Context, c *client.Client) int {
+		s, err := c.CreateSession(ctx, *ttl, client.WithSessionName(*name))
+		if err != nil {
 			return e.fail("session create", err)
 		}
 		if e.json {
-			return printJSON(e.stdout, s)
+			return printJSON(e.stdout, sessionOf(s))
 		}
 		fmt.Fprintln(e.stdout, s.ID)
 		return exitOK
@@ -125,10 +120,14 @@ func runSessionList(e *env, args []string) int {
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.rawQuery("session list", func(ctx context.Context, a *rawAPI) int {
-		ss, err := listSessions(ctx, a)
+	return e.query("session list", func(ctx context.Context, c *client.Client) int {
+		list, err := c.Sessions(ctx)
 		if err != nil {
 			return e.fail("session list", err)
+		}
+		ss := make([]sessionInfo, len(list))
+		for i := range list {
+			ss[i] = sessionOf(&list[i])
 		}
 		if e.json {
 			return printJSON(e.stdout, ss)
@@ -146,29 +145,6 @@ func runSessionList(e *env, args []string) int {
 		w.Flush()
 		return exitOK
 	})
-}
-
-// listSessions reads every page of GET /v1/sessions, following
-// X-Next-After.
-func listSessions(ctx context.Context, a *rawAPI) ([]sessionInfo, error) {
-	all := []sessionInfo{}
-	for after := ""; ; {
-		q := url.Values{"limit": {strconv.Itoa(client.PageSize)}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page []sessionInfo
-		h, err := a.do(ctx, "GET", "/v1/sessions?"+q.Encode(), nil, &page, true)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		next := h.Get("X-Next-After")
-		if next == "" || next == after {
-			return all, nil
-		}
-		after = next
-	}
 }
 
 // sessionArg parses the flags of a subcommand that takes one session ID.
@@ -195,15 +171,15 @@ func runSessionShow(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	return e.rawQuery("session show", func(ctx context.Context, a *rawAPI) int {
-		var s sessionInfo
-		_, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(id), nil, &s, true)
+	return e.query("session show", func(ctx context.Context, c *client.Client) int {
+		info, err := c.GetSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
 			return e.noSession("session show", id)
 		}
 		if err != nil {
 			return e.fail("session show", err)
 		}
+		s := sessionOf(info)
 		if e.json {
 			return printJSON(e.stdout, s)
 		}
@@ -233,13 +209,8 @@ func runSessionDelete(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	return e.rawQuery("session delete", func(ctx context.Context, a *rawAPI) int {
-		var r struct {
-			ID        string         `json:"id"`
-			Released  []releasedName `json:"released"`
-			Cancelled []string       `json:"cancelled"`
-		}
-		_, err := a.do(ctx, "DELETE", "/v1/sessions/"+pathEscape(id), nil, &r, true)
+	return e.query("session delete", func(ctx context.Context, c *client.Client) int {
+		r, err := c.DeleteSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
 			return e.noSession("session delete", id)
 		}
@@ -248,7 +219,7 @@ func runSessionDelete(e *env, args []string) int {
 		}
 		if e.json {
 			if r.Released == nil {
-				r.Released = []releasedName{}
+				r.Released = []wire.ReleasedLock{}
 			}
 			if r.Cancelled == nil {
 				r.Cancelled = []string{}
@@ -257,7 +228,11 @@ func runSessionDelete(e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "deleted session %s", id)
 		if len(r.Released) > 0 {
-			fmt.Fprintf(e.stdout, "; released %s", joinReleased(r.Released))
+			names := make([]string, len(r.Released))
+			for i, l := range r.Released {
+				names[i] = l.Name
+			}
+			fmt.Fprintf(e.stdout, "; released %s", strings.Join(names, ", "))
 		}
 		if len(r.Cancelled) > 0 {
 			fmt.Fprintf(e.stdout, "; cancelled requests %s", strings.Join(r.Cancelled, ", "))
@@ -266,21 +241,6 @@ func runSessionDelete(e *env, args []string) int {
 		return exitOK
 	})
 }
-
-type releasedName struct {
-	Name string `json:"name"`
-}
-
-func joinReleased(r []releasedName) string {
-	names := make([]string, len(r))
-	for i, n := range r {
-		names[i] = n.Name
-	}
-	return strings.Join(names, ", ")
-}
-
-// pathEscape escapes one path segment.
-func pathEscape(s string) string { return url.PathEscape(s) }
 
 func runRelease(e *env, args []string) int {
 	fs := e.flags("release", "release --session ID [--json] NAME", true)
@@ -301,13 +261,10 @@ check with "lockctl session show ID".
 		return e.usageErr(fs, "--session is required")
 	}
 	name := fs.Arg(0)
-	return e.rawQuery("release", func(ctx context.Context, a *rawAPI) int {
-		var r struct {
-			Released []releasedName `json:"released"`
-		}
+	return e.query("release", func(ctx context.Context, c *client.Client) int {
 		// Not idempotent (a reentrant hold would count down twice): sent
-		// to another node only when the connection was refused.
-		_, err := a.do(ctx, "POST", "/v1/release", map[string]string{"session": *sess, "name": name}, &r, false)
+		// to another node only when nothing was sent to the first.
+		err := c.Unlock(ctx, *sess, name)
 		switch {
 		case errors.Is(err, client.ErrSessionNotFound):
 			return e.noSession("release", *sess)
@@ -323,8 +280,7 @@ check with "lockctl session show ID".
 		}
 		// The answer does not say whether a reentrant hold remains: ask.
 		remaining := -1
-		var si sessionInfo
-		if _, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(*sess), nil, &si, true); err == nil {
+		if si, err := c.GetSession(ctx, *sess); err == nil {
 			remaining = 0
 			for _, h := range si.Held {
 				if h.Name == name {
