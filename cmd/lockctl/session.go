@@ -11,41 +11,6 @@ import (
 	"github.com/lockd/lockd/api/wire"
 )
 
-const sessionUsage = `Usage:
-  lockctl session create [--ttl D] [--name N] [--json]
-  lockctl session list [--json]
-  lockctl session show [--json] ID
-  lockctl session delete [--json] ID
-
-create prints the new session's id. lockctl sends it no keepalives: it
-expires after its TTL unless something keeps it alive
-(POST /v1/sessions/ID/keepalive). delete releases everything the session
-holds and cancels its waiting requests.
-`
-
-// runSession dispatches lockctl session SUB.
-func runSession(e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, sessionUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(e.stdout, sessionUsage)
-		return exitOK
-	case "create":
-		return runSessionCreate(e, args[1:])
-	case "list", "ls":
-		return runSessionList(e, args[1:])
-	case "show":
-		return runSessionShow(e, args[1:])
-	case "delete", "rm":
-		return runSessionDelete(e, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "lockctl session: unknown subcommand %q\n\n%s", args[0], sessionUsage)
-	return exitUsage
-}
-
 // sessionInfo is how session create, list and show print a session: the
 // API's fields but its creation time, a hold's "expires" only when it has
 // a hold_ttl.
@@ -82,7 +47,7 @@ func sessionOf(s *client.SessionInfo) sessionInfo {
 }
 
 func runSessionCreate(e *env, args []string) int {
-	fs := e.flags("session create", "session create [--ttl D] [--name N] [--json]", true)
+	fs := e.flags(true)
 	ttl := fs.Duration("ttl", 10*time.Second, "session TTL (1s–24h); with no keepalives the session expires after it")
 	name := fs.String("name", "", "a `name` for the session, shown by session list and the dashboard")
 	e.note(fs, `
@@ -99,10 +64,10 @@ unless something keeps it alive (POST /v1/sessions/ID/keepalive).
 	if *ttl < time.Second || *ttl > 24*time.Hour {
 		return e.usageErr(fs, "--ttl %v: want 1s–24h", *ttl)
 	}
-	return e.query("session create", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		s, err := c.CreateSession(ctx, *ttl, client.WithSessionName(*name))
 		if err != nil {
-			return e.fail("session create", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, sessionOf(s))
@@ -113,17 +78,17 @@ unless something keeps it alive (POST /v1/sessions/ID/keepalive).
 }
 
 func runSessionList(e *env, args []string) int {
-	fs := e.flags("session list", "session list [--json]", true)
+	fs := e.flags(true)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.query("session list", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		list, err := c.Sessions(ctx)
 		if err != nil {
-			return e.fail("session list", err)
+			return e.fail(err)
 		}
 		ss := make([]sessionInfo, len(list))
 		for i := range list {
@@ -147,10 +112,11 @@ func runSessionList(e *env, args []string) int {
 	})
 }
 
-// sessionArg parses the flags of a subcommand that takes one session ID.
-func (e *env) sessionArg(name string, args []string) (id string, code int, ok bool) {
-	fs := e.flags("session "+name, "session "+name+" [--json] ID", true)
-	e.note(fs, "\nExits 1 when there is no session ID (never created, expired or deleted).\n")
+// sessionArg parses the flags of a subcommand that takes one session ID;
+// note is more of its --help.
+func (e *env) sessionArg(args []string, note string) (id string, code int, ok bool) {
+	fs := e.flags(true)
+	e.note(fs, "\n"+note+"Exits 1 when there is no session ID (never created, expired or deleted).\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return "", code, false
 	}
@@ -161,23 +127,23 @@ func (e *env) sessionArg(name string, args []string) (id string, code int, ok bo
 }
 
 // noSession reports a session that does not exist and returns exitFalse.
-func (e *env) noSession(cmd, id string) int {
-	fmt.Fprintf(e.stderr, "lockctl %s: no session %s (never created, expired or deleted)\n", cmd, id)
+func (e *env) noSession(id string) int {
+	fmt.Fprintf(e.stderr, "lockctl %s: no session %s (never created, expired or deleted)\n", e.cmd.name, id)
 	return exitFalse
 }
 
 func runSessionShow(e *env, args []string) int {
-	id, code, ok := e.sessionArg("show", args)
+	id, code, ok := e.sessionArg(args, "")
 	if !ok {
 		return code
 	}
-	return e.query("session show", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		info, err := c.GetSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
-			return e.noSession("session show", id)
+			return e.noSession(id)
 		}
 		if err != nil {
-			return e.fail("session show", err)
+			return e.fail(err)
 		}
 		s := sessionOf(info)
 		if e.json {
@@ -205,17 +171,17 @@ func runSessionShow(e *env, args []string) int {
 }
 
 func runSessionDelete(e *env, args []string) int {
-	id, code, ok := e.sessionArg("delete", args)
+	id, code, ok := e.sessionArg(args, "Ends the session: releases everything it holds and cancels its waiting\nrequests. ")
 	if !ok {
 		return code
 	}
-	return e.query("session delete", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		r, err := c.DeleteSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
-			return e.noSession("session delete", id)
+			return e.noSession(id)
 		}
 		if err != nil {
-			return e.fail("session delete", err)
+			return e.fail(err)
 		}
 		if e.json {
 			if r.Released == nil {
@@ -243,7 +209,7 @@ func runSessionDelete(e *env, args []string) int {
 }
 
 func runRelease(e *env, args []string) int {
-	fs := e.flags("release", "release --session ID [--json] NAME", true)
+	fs := e.flags(true)
 	sess := fs.String("session", "", "`ID` of the session whose hold to release (required)")
 	e.note(fs, `
 Releases one hold of NAME by session ID (a reentrant hold counts down by
@@ -261,18 +227,18 @@ check with "lockctl session show ID".
 		return e.usageErr(fs, "--session is required")
 	}
 	name := fs.Arg(0)
-	return e.query("release", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		// Not idempotent (a reentrant hold would count down twice): sent
 		// to another node only when nothing was sent to the first.
 		err := c.Unlock(ctx, *sess, name)
 		switch {
 		case errors.Is(err, client.ErrSessionNotFound):
-			return e.noSession("release", *sess)
+			return e.noSession(*sess)
 		case errors.Is(err, client.ErrNotHeld):
 			fmt.Fprintf(e.stderr, "lockctl release: session %s does not hold %s\n", *sess, name)
 			return exitFalse
 		case err != nil:
-			code := e.fail("release", err)
+			code := e.fail(err)
 			if code == exitUnavailable {
 				fmt.Fprintf(e.stderr, "lockctl release: the release may or may not have happened; check with: lockctl session show %s\n", *sess)
 			}
@@ -308,7 +274,7 @@ check with "lockctl session show ID".
 }
 
 func runMembers(e *env, args []string) int {
-	fs := e.flags("members", "members [--json]", true)
+	fs := e.flags(true)
 	e.note(fs, `
 Lists the cluster's members as the node answering sees them; the leader is
 marked "*". Exits 69 when that node sees no leader.
@@ -319,10 +285,10 @@ marked "*". Exits 69 when that node sees no leader.
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.query("members", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		st, err := c.Status(ctx)
 		if err != nil {
-			return e.fail("members", err)
+			return e.fail(err)
 		}
 		type member struct {
 			client.Member

@@ -29,7 +29,7 @@ type watchEvent struct {
 }
 
 func runWatch(e *env, args []string) int {
-	fs := e.flags("watch", "watch [--timeout D] [--json] NAME", true)
+	fs := e.flags(true)
 	timeout := fs.Duration("timeout", 0, "stop after this `duration` (0: until interrupted)")
 	e.note(fs, `
 Prints NAME's state, then one line per change (holders, waiters, version),
@@ -91,12 +91,12 @@ func (e *env) watch(ctx context.Context, c *client.Client, name string) int {
 		}
 		if err != nil {
 			if exitCode(err) != exitUnavailable {
-				return e.fail("watch", err)
+				return e.fail(err)
 			}
 			if failingSince.IsZero() {
 				failingSince = sent // the client retried within the call already
 			} else if time.Since(failingSince) > e.timeout {
-				return e.fail("watch", err)
+				return e.fail(err)
 			}
 			select {
 			case <-ctx.Done():
