@@ -117,7 +117,7 @@ func (s *Session) Unlock(ctx context.Context, name string) error {
 	}
 	body := wire.ReleaseRequest{Session: wire.SessionID(s.id), Name: name}
 	for {
-		err := s.c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &wire.ReleaseResponse{}, retry: retryUnsent})
+		err := s.c.release(ctx, body)
 		if err == nil {
 			s.released(name)
 			return nil
@@ -173,9 +173,7 @@ func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error)
 
 // Release releases one hold of every lock g granted.
 func (s *Session) Release(ctx context.Context, g *Grant) error {
-	var ans wire.ReleaseResponse
-	err := s.c.do(ctx, call{method: "POST", path: "/v1/release",
-		body: wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
+	err := s.c.release(ctx, wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID})
 	if err != nil {
 		s.noteLost(err)
 		if errors.Is(err, ErrNotHeld) {

@@ -75,9 +75,14 @@ func (c *Client) deleteSession(ctx context.Context, id string) (*ClosedSession, 
 // A release is not idempotent: after an unknown outcome the error wraps
 // ErrUnknownOutcome, and GetSession tells what the session still holds.
 func (c *Client) Unlock(ctx context.Context, session, name string) error {
-	body := wire.ReleaseRequest{Session: wire.SessionID(session), Name: name}
-	if err := c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &wire.ReleaseResponse{}, retry: retryUnsent}); err != nil {
+	if err := c.release(ctx, wire.ReleaseRequest{Session: wire.SessionID(session), Name: name}); err != nil {
 		return fmt.Errorf("lockd unlock %s of session %s: %w", name, session, err)
 	}
 	return nil
+}
+
+// release is POST /v1/release. It is not idempotent (a reentrant hold
+// would count down twice): it is sent again only when nothing was done.
+func (c *Client) release(ctx context.Context, body wire.ReleaseRequest) error {
+	return c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &wire.ReleaseResponse{}, retry: retryUnsent})
 }

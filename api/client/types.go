@@ -17,8 +17,8 @@ const (
 	Read  = wire.Read
 )
 
-// Require says how many of a multi-lock request's locks must be granted,
-// atomically.
+// Require says how many of an Acquire's locks must be granted,
+// atomically; each value is an AcquireOption.
 type Require string
 
 // Multi-lock requirements.
