@@ -29,7 +29,7 @@ func tokenJSON(ti lockstate.TokenInfo, secret string) wire.Token {
 // POST /v1/acl/bootstrap: the first management token, once per cluster.
 func (s *Server) bootstrapACL(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.ACL {
-		s.writeError(w, r, errorf(http.StatusForbidden, CodeForbidden, "ACLs are off on this node: start every node with --acl"))
+		s.writeError(w, r, errorf(wire.CodeForbidden, "ACLs are off on this node: start every node with --acl"))
 		return
 	}
 	tok, err := s.locks.Bootstrap(r.Context())
@@ -135,7 +135,7 @@ func (s *Server) mayOperate(r *http.Request) error {
 		return s.locks.RequireAdmin(r.Context())
 	}
 	if s.cfg.OperatorCert {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized,
+		return errorf(wire.CodeUnauthorized,
 			"%s %s changes the cluster: present a client certificate signed by the cluster's CA (lockd tls cert --client) or a management token",
 			r.Method, r.URL.Path)
 	}
@@ -161,7 +161,7 @@ func (s *Server) operatorCert(leaf *x509.Certificate) error {
 	if slices.ContainsFunc(servers, func(sv lockservice.Server) bool { return sv.ID == name }) {
 		return nil
 	}
-	return errorf(http.StatusForbidden, string(lockstate.CodeForbidden),
+	return errorf(wire.CodeForbidden,
 		"the node certificate of %q is not a server of the raft configuration: it cannot change the cluster "+
 			"(use an operator's client certificate, lockd tls cert --client, or a management token)", name)
 }

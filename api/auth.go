@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -53,7 +54,7 @@ func bearer(r *http.Request) (secret string, ok bool, err error) {
 	}
 	scheme, secret, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return "", false, errorf(http.StatusUnauthorized, CodeUnauthorized, "the Authorization header must be \"Bearer <secret>\"")
+		return "", false, errorf(wire.CodeUnauthorized, "the Authorization header must be \"Bearer <secret>\"")
 	}
 	return strings.TrimSpace(secret), true, nil
 }
@@ -73,7 +74,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // mayOperate lets the certificate through
 			return
 		case !has && (s.cfg.ACL || s.locks.Bootstrapped()) && !open(r):
-			s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized,
+			s.writeError(w, r, errorf(wire.CodeUnauthorized,
 				"a token is required: Authorization: Bearer <secret> (lockctl and the Go client read LOCKD_TOKEN)"))
 			return
 		case !has:
@@ -108,8 +109,8 @@ func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
 	if err := reg.Register(m.denials); err != nil {
 		return nil, err
 	}
-	m.denials.WithLabelValues(CodeUnauthorized)
-	m.denials.WithLabelValues(CodeForbidden)
+	m.denials.WithLabelValues(wire.CodeUnauthorized)
+	m.denials.WithLabelValues(wire.CodeForbidden)
 	return m, nil
 }
 
@@ -118,7 +119,7 @@ func newACLMetrics(reg prometheus.Registerer) (*aclMetrics, error) {
 // caller) per denialLogEvery, which says how many were denied since the
 // last line. The counter in /metrics counts every one.
 func (s *Server) denied(r *http.Request, e *Error) {
-	if e.Code != CodeUnauthorized && e.Code != CodeForbidden {
+	if e.Code != wire.CodeUnauthorized && e.Code != wire.CodeForbidden {
 		return
 	}
 	s.acl.denials.WithLabelValues(e.Code).Inc()
@@ -168,6 +169,3 @@ func (d *denialLimiter) take(id string, now time.Time) (int, bool) {
 	l.last, l.count = now, 0
 	return n, true
 }
-
-// CodeForbidden: the token lacks the right.
-const CodeForbidden = "forbidden"

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/lockd/lockd/api/wire"
-	"github.com/lockd/lockd/lockstate"
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
@@ -68,7 +67,7 @@ func (s *Server) refuseDenied(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Connection", "close")
-		s.writeError(w, r, errorf(http.StatusForbidden, string(lockstate.CodeForbidden),
+		s.writeError(w, r, errorf(wire.CodeForbidden,
 			"the client certificate (serial %x) is on the cluster's deny list", r.TLS.PeerCertificates[0].SerialNumber))
 	})
 }

@@ -3,12 +3,9 @@ package api
 import (
 	"net/http"
 	"strings"
-)
 
-// CodeDiverged: this node's table differs from the leader's at the same
-// applied index (raftnode: divergence stops the node); it answers
-// nothing from it until an operator replaces its data. Ask another node.
-const CodeDiverged = "diverged"
+	"github.com/lockd/lockd/api/wire"
+)
 
 // stopWhenDiverged answers 503 diverged to every request of a node whose
 // state diverged, but for what an operator needs to see it: GET
@@ -21,9 +18,10 @@ func (s *Server) stopWhenDiverged(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, CodeDiverged,
-			"this node's state diverged from the leader's (%s): it serves nothing from its table until an operator "+
-				"replaces its data (docs/operations.md); ask another node", what))
+		e := errorf(wire.CodeDiverged, "this node's state diverged from the leader's (%s): it serves nothing from its table "+
+			"until an operator replaces its data (docs/operations.md); ask another node", what)
+		e.NotApplied = true // it answers before doing anything: another node may be asked anything
+		s.writeError(w, r, e)
 	})
 }
 

@@ -13,28 +13,6 @@ import (
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
-// Error codes the API adds to lockstate's (which are the codes of the
-// table in API.md).
-const (
-	// CodeNoLeader: no leader reachable, or the outcome of a write is
-	// unknown; the client retries (idempotently, with the same request_id).
-	CodeNoLeader = "no_leader"
-	// CodeCancelled: the acquire was cancelled (DELETE /v1/requests/{id})
-	// while the session lives on.
-	CodeCancelled = string(lockservice.CodeCancelled)
-	// CodeUnauthorized: the request carries no credentials the endpoint
-	// accepts.
-	CodeUnauthorized = "unauthorized"
-	// CodeNotFound: no such endpoint.
-	CodeNotFound = "not_found"
-	// CodeInternal: a bug or an unexpected failure of this node.
-	CodeInternal = "internal"
-	// CodeMemberAlive: DELETE /v1/members/{id} of a member the leader's
-	// gossip sees alive; the leader would add it back, so nothing was
-	// removed.
-	CodeMemberAlive = "member_alive"
-)
-
 // Error is a failure with the HTTP status it is answered with.
 type Error struct {
 	Status  int
@@ -50,60 +28,59 @@ type Error struct {
 // Error returns the code and message.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-func errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+// errorf is an answer of code, with the HTTP status the API's list of
+// codes (wire.ErrorCodes) gives it: the one place a code gets its status.
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Status: statusOf(code), Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// statusOf is code's usual HTTP status (wire.ErrorCodes). A code the list
+// does not know can only be a newer table's: still a refusal of this
+// request, 409.
+func statusOf(code string) int {
+	if e, ok := wire.LookupError(code); ok {
+		return e.Status
+	}
+	return http.StatusConflict
 }
 
 // invalid is the 400 every validation failure answers.
 func invalid(format string, args ...any) *Error {
-	return errorf(http.StatusBadRequest, string(lockstate.CodeInvalid), format, args...)
+	return errorf(wire.CodeInvalidRequest, format, args...)
+}
+
+// notJSON is the 415 invalid_request of a body that is not JSON: the
+// code's second status in wire.ErrorCodes.
+func notJSON(format string, args ...any) *Error {
+	e := invalid(format, args...)
+	e.Status = http.StatusUnsupportedMediaType
+	return e
 }
 
 // noLeader is the 503 a client retries on.
 func noLeader(format string, args ...any) *Error {
-	return errorf(http.StatusServiceUnavailable, CodeNoLeader, format, args...)
+	return errorf(wire.CodeNoLeader, format, args...)
 }
 
 // memberAlive is the 409 of a removal the leader refused because the
 // member is alive (lockservice.ErrMemberAlive): it must leave, or be
 // stopped and then removed.
 func memberAlive(id string) *Error {
-	return errorf(http.StatusConflict, CodeMemberAlive, "%[1]s is alive as the leader's gossip sees it, "+
+	return errorf(wire.CodeMemberAlive, "%[1]s is alive as the leader's gossip sees it, "+
 		"and the leader would add it back: make it leave with `lockd leave` on %[1]s (or `lockctl member leave %[1]s`), "+
 		"or stop it and remove it once the cluster sees it dead (within about 10 s); nothing was removed", id)
 }
 
-// codeStatus maps the table's error codes to HTTP statuses (API.md).
-var codeStatus = map[lockstate.Code]int{
-	lockstate.CodeInvalid:       http.StatusBadRequest,
-	lockstate.CodeNoSession:     http.StatusNotFound,
-	lockstate.CodeNoRequest:     http.StatusNotFound,
-	lockstate.CodeNoLock:        http.StatusNotFound,
-	lockstate.CodeTimeout:       http.StatusConflict,
-	lockstate.CodeDeadlock:      http.StatusConflict,
-	lockstate.CodePoorlyOrdered: http.StatusConflict,
-	lockstate.CodeNotHeld:       http.StatusConflict,
-	lockstate.CodeLimitMismatch: http.StatusConflict,
-	lockstate.CodeUnauthorized:  http.StatusUnauthorized,
-	lockstate.CodeForbidden:     http.StatusForbidden,
-	lockstate.CodeNoToken:       http.StatusNotFound,
-	lockstate.CodeLimit:         http.StatusTooManyRequests,
-	lockservice.CodeCancelled:   http.StatusConflict,
-}
-
-// tableError converts a domain failure from the table.
+// tableError converts a domain failure from the table: its code is one
+// of the API's (wire.ErrorCodes).
 func tableError(e *lockstate.Error) *Error {
-	st, ok := codeStatus[e.Code]
-	if !ok {
-		st = http.StatusConflict // a newer table code: still a refusal of this request
-	}
 	msg := e.Message
 	if e.Code == lockstate.CodeNoSession {
 		// One answer for a session that does not exist and one of
 		// another token's, whichever check found it.
 		msg = "session not found"
 	}
-	return &Error{Status: st, Code: string(e.Code), Message: msg}
+	return &Error{Status: statusOf(string(e.Code)), Code: string(e.Code), Message: msg}
 }
 
 // leaderless is why a node has no leader to offer, as it sees it.
@@ -132,7 +109,7 @@ func toError(err error, view func() leaderless) *Error {
 	case errors.As(err, &re):
 		return retryRequest(re, view)
 	case errors.Is(err, lockservice.ErrAnswerLost): // before unknown outcome: a retry may have joined it
-		return errorf(http.StatusInternalServerError, CodeInternal, "the write was applied, but the leader's answer "+
+		return errorf(wire.CodeInternal, "the write was applied, but the leader's answer "+
 			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect")
 	case errors.Is(err, lockservice.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
@@ -154,7 +131,7 @@ func toError(err error, view func() leaderless) *Error {
 	case errors.Is(err, context.Canceled):
 		return noLeader("request cancelled")
 	}
-	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
+	return errorf(wire.CodeInternal, "%v", err)
 }
 
 // noLeaderView says why this node has no leader to offer: how many voters
@@ -199,7 +176,7 @@ func retryRequest(re *lockservice.RetryError, view func() leaderless) *Error {
 	case re.Pending:
 		e = noLeader("request %s is still pending: %s; re-attach with GET /v1/requests/%s?wait=30s",
 			re.RequestID, cause.Message, re.RequestID)
-	case cause.Code != CodeNoLeader:
+	case cause.Code != wire.CodeNoLeader:
 		return cause
 	default:
 		e = noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +246,9 @@ func checkErr(t testing.TB, r resp, status int, code, what string) string {
 	}
 	if got := raw["error"]["code"]; got != code {
 		t.Fatalf("%s: got code %v (%s), want %s", what, got, r.body, code)
+	}
+	if !slices.Contains(wire.ErrorCodes(), wireCode(code, status)) {
+		t.Fatalf("%s: %d %s is not in the API's list of codes (wire.ErrorCodes)", what, status, code)
 	}
 	msg, _ := raw["error"]["message"].(string)
 	if msg == "" {

@@ -21,7 +21,7 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 		if hasBody(r) {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
-				s.writeError(w, r, errorf(http.StatusUnsupportedMediaType, "invalid_request",
+				s.writeError(w, r, notJSON(
 					"a request body must be JSON, sent with Content-Type: application/json (got %q)", r.Header.Get("Content-Type")))
 				return
 			}
@@ -75,11 +75,11 @@ func ParseOrigins(list string) ([]string, error) {
 			continue
 		}
 		if strings.Contains(o, "*") {
-			return nil, errorf(http.StatusBadRequest, "invalid_request", "origin %q: wildcards are not accepted, name each origin", o)
+			return nil, invalid("origin %q: wildcards are not accepted, name each origin", o)
 		}
 		scheme, host, ok := strings.Cut(o, "://")
 		if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/?#*") {
-			return nil, errorf(http.StatusBadRequest, "invalid_request", "origin %q is not scheme://host[:port]", o)
+			return nil, invalid("origin %q is not scheme://host[:port]", o)
 		}
 		out = append(out, o)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // Node-local limits (docs/api.md, "Limits"): what one node gives to waits,
@@ -22,9 +24,6 @@ const (
 	DefaultMaxConns          = 4096
 	DefaultMaxStreamDuration = 10 * time.Minute
 )
-
-// CodeLimit is the error code of a request refused by a limit (HTTP 429).
-const CodeLimit = "limit_exceeded"
 
 // slots counts what is in use against a maximum.
 type slots struct {
@@ -61,7 +60,7 @@ func newLimitMetrics(reg prometheus.Registerer) (*limitMetrics, error) {
 
 // tooMany is the 429 a limit answers.
 func tooMany(what string, max int64, flag string) *Error {
-	return errorf(http.StatusTooManyRequests, CodeLimit, "this node already serves %d %s, its limit (%s)", max, what, flag)
+	return errorf(wire.CodeLimitExceeded, "this node already serves %d %s, its limit (%s)", max, what, flag)
 }
 
 // waitSlot reserves one of the node's waits for a request that will wait,

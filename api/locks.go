@@ -162,7 +162,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Lock-Index", strconv.FormatUint(view.Version, 10))
 	if !view.Found {
-		s.writeError(w, r, errorf(http.StatusNotFound, string(lockstate.CodeNoLock), "lock %q is not held, waited for or delayed", query.Name))
+		s.writeError(w, r, errorf(wire.CodeLockNotFound, "lock %q is not held, waited for or delayed", query.Name))
 		return
 	}
 	s.setTableTime(w)

@@ -193,7 +193,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+		s.writeError(w, r, errorf(wire.CodeNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return mux
 }

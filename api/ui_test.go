@@ -44,7 +44,7 @@ func TestUIServesEmbeddedFiles(t *testing.T) {
 		t.Errorf("GET /ui/missing.js: got %d, want 404", r.status)
 	}
 	// Only GET: other methods fall through to the API's JSON 404.
-	n.mustErr(http.StatusNotFound, api.CodeNotFound, "POST", "/ui/", nil)
+	n.mustErr(http.StatusNotFound, wire.CodeNotFound, "POST", "/ui/", nil)
 }
 
 func TestWaitGraphEndpoint(t *testing.T) {

@@ -22,8 +22,9 @@
 //
 // # Retries and failover
 //
-// When a call fails because the node is unreachable or answers
-// 503 no_leader, the client forgets the leader, backs off (exponentially,
+// When a call fails because the node is unreachable or answers that it
+// cannot serve it (503 no_leader or diverged: the codes wire.ErrorCodes
+// marks Retry), the client forgets the leader, backs off (exponentially,
 // with jitter, bounded by RetryPolicy), learns the leader again from any
 // endpoint and retries — but only calls that are safe to repeat, and
 // not once every endpoint has refused the connection or answered that it
@@ -48,10 +49,12 @@
 //
 // # Waiting and cancellation
 //
-// Lock, RLock, Acquire and AcquireMulti wait until the grant or until ctx
-// ends. A server caps each wait (60s by default); a request that times out
-// on the server while ctx still allows waiting is replaced by a new one
-// (the old one has ended, so nothing can be granted twice). When ctx ends
+// Lock, RLock and Acquire wait until the grant or until ctx ends; Acquire
+// with Wait(d) lets the server end the wait after d instead, with the
+// definite ErrTimeout, and TryLock and Wait(0) try once. A server caps
+// each wait (60s by default); a request that times out on the server
+// while ctx still allows waiting is replaced by a new one (the old one
+// has ended, so nothing can be granted twice). When ctx ends
 // first, the client cancels the pending request on the server (DELETE
 // /v1/requests/{id}); if the cluster answers that the request was granted
 // meanwhile, the client releases that grant and still returns ctx.Err().
@@ -78,6 +81,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -213,7 +217,7 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		c.token = strings.TrimSpace(os.Getenv(EnvToken))
 	}
 	if !c.tlsSet {
-		cfg, err := TLSConfigFromEnv()
+		cfg, err := tlsConfigFromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("lockd client: %w", err)
 		}
@@ -315,10 +319,41 @@ func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (
 	return &l, nil
 }
 
-// PageSize is how many items the list calls (Locks, Sessions) ask for at
+// WatchLock is a blocking query of name (GET
+// /v1/locks/{name}?index=&wait=): it answers once name's version is above
+// index, or once wait has passed (the server caps it), with name's state
+// then and its version, the index of the next WatchLock. A wait of 0
+// reads at once (a watch's first read). info is nil when nobody holds,
+// waits for or delays name: no error, so that a watcher carries on.
+func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts ...ReadOption) (info *LockInfo, version uint64, err error) {
+	q := readQuery(opts)
+	if wait > 0 {
+		q.Set("index", strconv.FormatUint(index, 10))
+		q.Set("wait", wait.String())
+	}
+	var l LockInfo
+	var h http.Header
+	err = c.do(ctx, call{method: "GET", path: "/v1/locks/" + escapeName(name), query: q, out: &l, header: &h, wait: max(wait, 0)})
+	free := errors.Is(err, ErrLockNotFound)
+	if err != nil && !free {
+		return nil, 0, fmt.Errorf("lockd watch lock %s: %w", name, err)
+	}
+	version, perr := strconv.ParseUint(h.Get("X-Lock-Index"), 10, 64)
+	switch {
+	case perr == nil && free:
+		return nil, version, nil
+	case free:
+		return nil, 0, fmt.Errorf("lockd watch lock %s: %w (without its version: X-Lock-Index %q)", name, err, h.Get("X-Lock-Index"))
+	case perr != nil:
+		version = l.Version
+	}
+	return &l, version, nil
+}
+
+// pageSize is how many items the list calls (Locks, Sessions) ask for at
 // a time; they follow the cluster's X-Next-After cursor until the last
 // page, so the size only trades round trips against answer size.
-const PageSize = 1000
+const pageSize = 1000
 
 // Locks returns every name in use under prefix ("" for all) that the
 // token may read, sorted, following the pages of GET /v1/locks.
@@ -344,22 +379,23 @@ func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]SessionInf
 	return all, nil
 }
 
-// listAll reads a paged list: limit=PageSize, then after= the answer's
+// listAll reads a paged list: limit=pageSize, then after= the answer's
 // X-Next-After until an answer has none. Pages are separate reads: an
 // item added or removed meanwhile may be missed or seen once more.
 func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
 	var all []T
-	q.Set("limit", strconv.Itoa(PageSize))
+	q.Set("limit", strconv.Itoa(pageSize))
 	for after := ""; ; {
 		if after != "" {
 			q.Set("after", after)
 		}
 		var page []T
-		var next string
-		if err := c.do(ctx, call{method: "GET", path: path, query: q, out: &page, next: &next}); err != nil {
+		var h http.Header
+		if err := c.do(ctx, call{method: "GET", path: path, query: q, out: &page, header: &h}); err != nil {
 			return nil, err
 		}
 		all = append(all, page...)
+		next := h.Get("X-Next-After")
 		if next == "" || next == after {
 			if all == nil {
 				all = []T{}

@@ -20,6 +20,7 @@ import (
 	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // procNode is one lockd process.
@@ -478,7 +479,7 @@ func TestQuorumLossAnsweredAtOnce(t *testing.T) {
 		cancel()
 		t.Logf("NewSession via %v without quorum: %v after %v", eps, err, took.Round(time.Millisecond))
 		var ae *client.Error
-		if !errors.As(err, &ae) || ae.Code != client.CodeNoLeader || !ae.QuorumLost || !strings.Contains(ae.Message, want) {
+		if !errors.As(err, &ae) || ae.Code != wire.CodeNoLeader || !ae.QuorumLost || !strings.Contains(ae.Message, want) {
 			t.Errorf("NewSession via %v: %v; want no_leader with quorum_lost and %q", eps, err, want)
 		}
 		if deadline != nil {

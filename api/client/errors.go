@@ -3,28 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
-)
 
-// Error codes of the lockd HTTP API (docs/api.md).
-const (
-	CodeInvalidRequest      = "invalid_request"
-	CodeUnauthorized        = "unauthorized"
-	CodeForbidden           = "forbidden"
-	CodeSessionNotFound     = "session_not_found"
-	CodeRequestNotFound     = "request_not_found"
-	CodeLockNotFound        = "lock_not_found"
-	CodeNotFound            = "not_found"
-	CodeTimeout             = "timeout"
-	CodeDeadlock            = "deadlock"
-	CodePoorlyOrderedAccess = "poorly_ordered_access"
-	CodeNotHeld             = "not_held"
-	CodeLimitMismatch       = "limit_mismatch"
-	CodeCancelled           = "cancelled"
-	CodeInternal            = "internal"
-	CodeNoLeader            = "no_leader"
-	CodeLimitExceeded       = "limit_exceeded"
-	CodeTokenNotFound       = "token_not_found"
-	CodeMemberAlive         = "member_alive"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // Error is an error answer of the lockd API, or an error of this client
@@ -59,31 +39,57 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
-// Sentinels for errors.Is; each matches every *Error with its Code.
+// Sentinels for errors.Is, one for each code of the API (wire.ErrorCodes,
+// where each code's HTTP status and meaning are listed); each matches
+// every *Error with its code.
 var (
-	ErrInvalidRequest      = &Error{Code: CodeInvalidRequest, Message: "invalid request"}
-	ErrSessionNotFound     = &Error{Code: CodeSessionNotFound, Message: "session not found"}
-	ErrRequestNotFound     = &Error{Code: CodeRequestNotFound, Message: "request not found"}
-	ErrLockNotFound        = &Error{Code: CodeLockNotFound, Message: "lock not found"}
-	ErrTimeout             = &Error{Code: CodeTimeout, Message: "not granted within the wait"}
-	ErrDeadlock            = &Error{Code: CodeDeadlock, Message: "chosen as a deadlock victim"}
-	ErrPoorlyOrderedAccess = &Error{Code: CodePoorlyOrderedAccess, Message: "ordered session locked out of order"}
-	ErrNotHeld             = &Error{Code: CodeNotHeld, Message: "not held by this session"}
-	ErrLimitMismatch       = &Error{Code: CodeLimitMismatch, Message: "semaphore limit mismatch"}
-	ErrCancelled           = &Error{Code: CodeCancelled, Message: "request cancelled"}
-	ErrInternal            = &Error{Code: CodeInternal, Message: "internal server error"}
-	ErrNoLeader            = &Error{Code: CodeNoLeader, Message: "no leader reachable"}
-	ErrUnauthorized        = &Error{Code: CodeUnauthorized, Message: "no valid token (LOCKD_TOKEN, WithToken)"}
-	ErrForbidden           = &Error{Code: CodeForbidden, Message: "the token does not allow it"}
-	ErrLimitExceeded       = &Error{Code: CodeLimitExceeded, Message: "a configured limit refused it"}
-	ErrTokenNotFound       = &Error{Code: CodeTokenNotFound, Message: "token not found"}
-	ErrMemberAlive         = &Error{Code: CodeMemberAlive, Message: "the member is alive: make it leave, or stop it first"}
+	ErrInvalidRequest      = sentinel(wire.CodeInvalidRequest)
+	ErrUnauthorized        = sentinel(wire.CodeUnauthorized)
+	ErrForbidden           = sentinel(wire.CodeForbidden)
+	ErrSessionNotFound     = sentinel(wire.CodeSessionNotFound)
+	ErrTokenNotFound       = sentinel(wire.CodeTokenNotFound)
+	ErrRequestNotFound     = sentinel(wire.CodeRequestNotFound)
+	ErrLockNotFound        = sentinel(wire.CodeLockNotFound)
+	ErrNotFound            = sentinel(wire.CodeNotFound) // no such endpoint: a node older than this client
+	ErrTimeout             = sentinel(wire.CodeTimeout)
+	ErrDeadlock            = sentinel(wire.CodeDeadlock)
+	ErrPoorlyOrderedAccess = sentinel(wire.CodePoorlyOrderedAccess)
+	ErrNotHeld             = sentinel(wire.CodeNotHeld)
+	ErrLimitMismatch       = sentinel(wire.CodeLimitMismatch)
+	ErrCancelled           = sentinel(wire.CodeCancelled)
+	ErrMemberAlive         = sentinel(wire.CodeMemberAlive)
+	ErrLimitExceeded       = sentinel(wire.CodeLimitExceeded)
+	ErrInternal            = sentinel(wire.CodeInternal)
+	ErrDiverged            = sentinel(wire.CodeDiverged)
+	ErrNoLeader            = sentinel(wire.CodeNoLeader)
 
 	// ErrLocked is what TryLock returns when the lock is not free right
 	// now. It is ErrTimeout under a friendlier name (a wait of 0 that
 	// ran out), so errors.Is matches either.
 	ErrLocked = ErrTimeout
 )
+
+// sentinels are the sentinels by code.
+var sentinels = map[string]*Error{}
+
+// sentinel is the sentinel of code, with the list's meaning as its
+// message.
+func sentinel(code string) *Error {
+	e, ok := wire.LookupError(code)
+	if !ok {
+		panic("lockd client: " + code + " is not an API error code")
+	}
+	s := &Error{Code: code, Message: e.Meaning}
+	sentinels[code] = s
+	return s
+}
+
+// retryable reports whether an answer of code says only that the node
+// could not serve the request (wire.ErrorCode.Retry): another node may.
+func retryable(code string) bool {
+	e, ok := wire.LookupError(code)
+	return ok && e.Retry
+}
 
 // ErrUnknownMember: Leave named a node the cluster does not list (or
 // whose address answers as another node).

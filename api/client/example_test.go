@@ -86,7 +86,7 @@ func Example_semaphore() {
 		// most 300 ms and then answers ErrTimeout, nothing held. (A ctx
 		// of 300 ms would also bound the round trip, so a slow one could
 		// miss a free permit.)
-		_, err := s.AcquireWithin(ctx, permit, client.RequireAll, 300*time.Millisecond)
+		_, err := s.Acquire(ctx, permit, client.Wait(300*time.Millisecond))
 		if err != nil && !errors.Is(err, client.ErrTimeout) {
 			log.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func Example_multiLock() {
 	}
 	defer s.Close(ctx)
 
-	g, err := s.AcquireMulti(ctx, []client.LockSpec{
+	g, err := s.Acquire(ctx, []client.LockSpec{
 		{Name: "replica/a"}, {Name: "replica/b"}, {Name: "replica/c"},
 	}, client.RequireMajority)
 	if err != nil {

@@ -28,3 +28,12 @@ func (c *Client) SessionByID(id string) *Session {
 func (s *Session) KeepAliveOnce(ctx context.Context) error {
 	return s.c.do(ctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive"})
 }
+
+// Sentinel is the sentinel error of an API code; nil for a code the
+// client does not know.
+func Sentinel(code string) error {
+	if s, ok := sentinels[code]; ok {
+		return s
+	}
+	return nil
+}

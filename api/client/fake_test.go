@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
 // fakeCluster is an HTTP server standing in for lockd, for answers a real
@@ -39,34 +40,32 @@ func writeAPIError(w http.ResponseWriter, status int, code string) {
 	fmt.Fprintf(w, `{"error":{"code":%q,"message":"fake"}}`, code)
 }
 
-// TestAuthErrorsAreTypedAndNotRetried: 401, 403 and 429 are definite
-// answers: one request each, and errors.Is matches the sentinels.
-func TestAuthErrorsAreTypedAndNotRetried(t *testing.T) {
-	for _, tc := range []struct {
-		status int
-		code   string
-		want   error
-	}{
-		{401, client.CodeUnauthorized, client.ErrUnauthorized},
-		{403, client.CodeForbidden, client.ErrForbidden},
-		{429, client.CodeLimitExceeded, client.ErrLimitExceeded},
-	} {
+// TestErrorsFollowTheList: every code of the API's list (wire.ErrorCodes)
+// has its sentinel, which errors.Is matches; a code the list says may be
+// retried is sent again (here, to the same node, which then answers),
+// and every other is a definite answer, sent once.
+func TestErrorsFollowTheList(t *testing.T) {
+	for _, e := range wire.ErrorCodes() {
+		want := client.Sentinel(e.Code)
+		if want == nil {
+			t.Errorf("the client has no sentinel for %s", e.Code)
+			continue
+		}
 		var hits atomic.Int32
 		c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			writeAPIError(w, tc.status, tc.code)
+			if hits.Add(1) == 1 {
+				writeAPIError(w, e.Status, e.Code)
+				return
+			}
+			fmt.Fprint(w, `{"name":"x"}`)
 		})
-		ctx := ctxFor(t, 10*time.Second)
-		_, err := c.GetLock(ctx, "x")
+		_, err := c.GetLock(ctxFor(t, 10*time.Second), "x")
 		var ae *client.Error
-		if !errors.Is(err, tc.want) || !errors.As(err, &ae) || ae.HTTPStatus != tc.status {
-			t.Errorf("HTTP %d: %v, want %v", tc.status, err, tc.want)
-		}
-		if _, err := c.NewSession(ctx, 10*time.Second); !errors.Is(err, tc.want) {
-			t.Errorf("HTTP %d, new session: %v", tc.status, err)
-		}
-		if n := hits.Load(); n != 2 {
-			t.Errorf("HTTP %d: %d requests for 2 calls, want no retries", tc.status, n)
+		switch n := hits.Load(); {
+		case e.Retry && (err != nil || n != 2):
+			t.Errorf("%d %s: %v after %d requests, want it retried once and answered", e.Status, e.Code, err, n)
+		case !e.Retry && (!errors.Is(err, want) || !errors.As(err, &ae) || ae.HTTPStatus != e.Status || n != 1):
+			t.Errorf("%d %s: %v after %d requests, want %v at once", e.Status, e.Code, err, n, want)
 		}
 	}
 }
@@ -251,11 +250,11 @@ func TestReattachNamesTheSession(t *testing.T) {
 		case r.URL.Path == "/v1/sessions":
 			fmt.Fprint(w, `{"id":"s1","ttl":"10s"}`)
 		case r.URL.Path == "/v1/acquire":
-			writeAPIError(w, http.StatusServiceUnavailable, client.CodeNoLeader) // the outcome is unknown
+			writeAPIError(w, http.StatusServiceUnavailable, wire.CodeNoLeader) // the outcome is unknown
 		case strings.HasPrefix(r.URL.Path, "/v1/requests/") && r.Method == http.MethodGet:
 			gets.Add(1)
 			if r.URL.Query().Get("session") != "s1" {
-				writeAPIError(w, http.StatusBadRequest, client.CodeInvalidRequest) // as for an id two sessions use
+				writeAPIError(w, http.StatusBadRequest, wire.CodeInvalidRequest) // as for an id two sessions use
 				return
 			}
 			id := strings.TrimPrefix(r.URL.Path, "/v1/requests/")

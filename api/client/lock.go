@@ -26,46 +26,83 @@ const cleanupTimeout = 10 * time.Second
 // Lock acquires name exclusively, waiting until it is granted or ctx
 // ends (see the package documentation for what happens then).
 func (s *Session) Lock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, untilCtx, 0)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, acquireConfig{wait: untilCtx})
 }
 
-// RLock acquires name shared with other readers.
+// RLock acquires name shared with other readers, waiting as Lock does.
 func (s *Session) RLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, RequireAll, untilCtx, 0)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Read}}, acquireConfig{wait: untilCtx})
 }
 
 // TryLock acquires name exclusively only if it is free right now; else it
 // returns an error matching ErrLocked (and ErrTimeout), whose message
 // names the holders.
 func (s *Session) TryLock(ctx context.Context, name string) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, RequireAll, 0, 0)
+	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write}}, acquireConfig{})
 }
 
-// Acquire takes weight permits of the semaphore name of limit permits
-// (every user of the name must agree on limit: else ErrLimitMismatch).
-func (s *Session) Acquire(ctx context.Context, name string, weight, limit int) (*Grant, error) {
-	return s.acquire(ctx, []LockSpec{{Name: name, Mode: Write, Weight: weight, Limit: limit}}, RequireAll, untilCtx, 0)
+// Acquire takes locks in one request, atomically: each LockSpec names a
+// lock, its mode (Write when empty) and, for a semaphore, the permits it
+// takes and the name's limit (every user of the name must agree on the
+// limit: else ErrLimitMismatch). With no option Acquire waits, as Lock
+// does, for all of them; a Require asks for any one or a majority
+// instead (never a useless subset: the Grant lists what was granted),
+// Wait bounds the wait on the server (Wait(0) tries once) and HoldTTL
+// makes the holds end by themselves:
+//
+//	s.Acquire(ctx, []client.LockSpec{{Name: "pool/gpu", Weight: 1, Limit: 4}}, client.Wait(5*time.Second))
+//	s.Acquire(ctx, replicas, client.RequireMajority, client.HoldTTL(time.Minute))
+func (s *Session) Acquire(ctx context.Context, locks []LockSpec, opts ...AcquireOption) (*Grant, error) {
+	cfg := acquireConfig{wait: untilCtx}
+	for _, o := range opts {
+		o.applyAcquire(&cfg)
+	}
+	switch {
+	case len(locks) == 0:
+		return nil, errors.New("lockd acquire: no locks named")
+	case cfg.holdTTLSet && cfg.holdTTL <= 0:
+		return nil, fmt.Errorf("lockd acquire: hold TTL %v is not positive", cfg.holdTTL)
+	}
+	return s.acquire(ctx, locks, cfg)
 }
 
-// AcquireMulti acquires several locks atomically: all of them, any one,
-// or a majority, as require says (never a useless subset). The Grant
-// lists what was granted.
-func (s *Session) AcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, untilCtx, 0)
+// AcquireOption adjusts an Acquire: a Require (RequireAll, the default,
+// RequireAny or RequireMajority), Wait or HoldTTL.
+type AcquireOption interface {
+	applyAcquire(*acquireConfig)
 }
 
-// TryAcquireMulti is AcquireMulti without waiting.
-func (s *Session) TryAcquireMulti(ctx context.Context, locks []LockSpec, require Require) (*Grant, error) {
-	return s.acquire(ctx, locks, require, 0, 0)
+// acquireConfig is what an acquire asks for beyond its locks.
+type acquireConfig struct {
+	require    Require       // "": all
+	wait       time.Duration // the server-side wait of one request, or untilCtx
+	holdTTL    time.Duration // 0: the holds last until released
+	holdTTLSet bool
 }
 
-// AcquireWithin is AcquireMulti with a wait bounded by the server: the
-// request waits at most wait (capped by the server's maximum) and then
-// fails with ErrTimeout, a definite answer — nothing is held — unlike an
-// ended ctx, after which the client has to cancel the request. ctx still
-// bounds the whole call, failover included.
-func (s *Session) AcquireWithin(ctx context.Context, locks []LockSpec, require Require, wait time.Duration) (*Grant, error) {
-	return s.acquire(ctx, locks, require, max(wait, 0), 0)
+func (r Require) applyAcquire(c *acquireConfig) { c.require = r }
+
+// acquireOption is an AcquireOption made of a function.
+type acquireOption func(*acquireConfig)
+
+func (f acquireOption) applyAcquire(c *acquireConfig) { f(c) }
+
+// Wait bounds the wait on the server: the request waits at most d (capped
+// by the server's maximum wait) and then fails with ErrTimeout, a definite
+// answer — nothing is held — unlike an ended ctx, after which the client
+// has to cancel the request. Wait(0) tries once, as TryLock does. ctx
+// still bounds the whole call, failover included. Without Wait, Acquire
+// waits until ctx ends, renewing requests that the server ends sooner.
+func Wait(d time.Duration) AcquireOption {
+	return acquireOption(func(c *acquireConfig) { c.wait = max(d, 0) })
+}
+
+// HoldTTL makes the holds end by themselves: the cluster releases each
+// lock granted d (> 0) after its grant unless the session releases it
+// first (the API's hold_ttl). Grant.Deadline tells until when, by this
+// process's clock, the holds surely last.
+func HoldTTL(d time.Duration) AcquireOption {
+	return acquireOption(func(c *acquireConfig) { c.holdTTL, c.holdTTLSet = d, true })
 }
 
 // untilCtx as an acquire's wait: until ctx ends, renewing requests that
@@ -80,7 +117,7 @@ func (s *Session) Unlock(ctx context.Context, name string) error {
 	}
 	body := wire.ReleaseRequest{Session: wire.SessionID(s.id), Name: name}
 	for {
-		err := s.c.do(ctx, call{method: "POST", path: "/v1/release", body: body, out: &wire.ReleaseResponse{}, retry: retryUnsent})
+		err := s.c.release(ctx, body)
 		if err == nil {
 			s.released(name)
 			return nil
@@ -136,9 +173,7 @@ func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error)
 
 // Release releases one hold of every lock g granted.
 func (s *Session) Release(ctx context.Context, g *Grant) error {
-	var ans wire.ReleaseResponse
-	err := s.c.do(ctx, call{method: "POST", path: "/v1/release",
-		body: wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID}, out: &ans, retry: retryUnsent})
+	err := s.c.release(ctx, wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID})
 	if err != nil {
 		s.noteLost(err)
 		if errors.Is(err, ErrNotHeld) {
@@ -179,19 +214,8 @@ func (s *Session) noteLost(err error) {
 }
 
 // acquire runs acquires until one is granted, fails for good, or ctx
-// ends. wait is the server-side wait of one request, or untilCtx.
-// AcquireWithTTL is AcquireWithin for holds that end by themselves: the
-// cluster releases each lock granted ttl after its grant unless this
-// session releases it first (the API's hold_ttl). Grant.Deadline tells
-// until when, by this process's clock, the holds surely last.
-func (s *Session) AcquireWithTTL(ctx context.Context, locks []LockSpec, require Require, wait, ttl time.Duration) (*Grant, error) {
-	if ttl <= 0 {
-		return nil, fmt.Errorf("lockd acquire: hold TTL %v is not positive", ttl)
-	}
-	return s.acquire(ctx, locks, require, max(wait, 0), ttl)
-}
-
-func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require, wait, holdTTL time.Duration) (*Grant, error) {
+// ends.
+func (s *Session) acquire(ctx context.Context, locks []LockSpec, cfg acquireConfig) (*Grant, error) {
 	what := locks[0].Name
 	if len(locks) > 1 {
 		what = fmt.Sprintf("%s (+%d more)", what, len(locks)-1)
@@ -199,13 +223,14 @@ func (s *Session) acquire(ctx context.Context, locks []LockSpec, require Require
 	if err := s.usable(); err != nil {
 		return nil, fmt.Errorf("lockd acquire %s: %w", what, err)
 	}
+	wait, holdTTL := cfg.wait, cfg.holdTTL
 	renew := wait == untilCtx
 	for {
 		if renew {
 			wait = waitFor(ctx)
 		}
-		body := wire.AcquireRequest{Session: wire.SessionID(s.id), RequestID: newRequestID(), Locks: locks, Require: string(require), Wait: Duration(wait),
-			HoldTTL: Duration(holdTTL)}
+		body := wire.AcquireRequest{Session: wire.SessionID(s.id), RequestID: newRequestID(), Locks: locks,
+			Require: string(cfg.require), Wait: Duration(wait), HoldTTL: Duration(holdTTL)}
 		// The leader stamps the grant no earlier than now, and table time
 		// never runs faster than real time (docs/architecture.md): the
 		// holds last at least until sent + holdTTL.
@@ -276,10 +301,10 @@ func (s *Session) request(ctx context.Context, body wire.AcquireRequest) (*Grant
 		if r.err == nil {
 			return grantOf(&r.st), nil
 		}
-		if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+		if code := codeOf(r.err); code != "" && !retryable(code) {
 			return nil, r.err // a definite answer
 		}
-		// Unknown outcome (node gone, no leader): find the request
+		// Unknown outcome (node gone, no leader, diverged): find the request
 		// wherever the cluster is now.
 		g, err := s.reattach(ctx, id, time.Duration(body.Wait))
 		if errors.Is(err, ErrRequestNotFound) {
@@ -365,7 +390,7 @@ func (s *Session) cancel(ctx context.Context, id string, posted <-chan postResul
 			if r.err == nil {
 				return s.releaseLate(cctx, cause, grantOf(&r.st))
 			}
-			if codeOf(r.err) != "" && codeOf(r.err) != CodeNoLeader {
+			if code := codeOf(r.err); code != "" && !retryable(code) {
 				return cause
 			}
 			posted = nil // unknown: one more cancel decides

@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,15 +77,16 @@ func TestSemaphoreLimit2(t *testing.T) {
 	for range 3 {
 		ss = append(ss, newSession(t, c, 10*time.Second))
 	}
+	permit := func(limit int) []client.LockSpec { return []client.LockSpec{{Name: "sem/x", Weight: 1, Limit: limit}} }
 	var tokens []uint64
 	for _, s := range ss[:2] {
-		g, err := s.Acquire(ctxFor(t, 5*time.Second), "sem/x", 1, 2)
+		g, err := s.Acquire(ctxFor(t, 5*time.Second), permit(2))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tokens = append(tokens, g.Token)
 	}
-	_, err := ss[2].Acquire(ctxFor(t, 500*time.Millisecond), "sem/x", 1, 2)
+	_, err := ss[2].Acquire(ctxFor(t, 500*time.Millisecond), permit(2))
 	if err == nil {
 		t.Fatal("third permit of a semaphore of 2 granted")
 	}
@@ -94,11 +97,11 @@ func TestSemaphoreLimit2(t *testing.T) {
 	if len(l.Holders) != 2 || l.Limit != 2 || len(l.Waiters) != 0 {
 		t.Fatalf("semaphore %+v: want 2 holders, limit 2, no waiters", l)
 	}
-	if _, err := ss[2].Acquire(ctxFor(t, 5*time.Second), "sem/x", 1, 3); !errors.Is(err, client.ErrLimitMismatch) {
+	if _, err := ss[2].Acquire(ctxFor(t, 5*time.Second), permit(3)); !errors.Is(err, client.ErrLimitMismatch) {
 		t.Fatalf("other limit: %v, want ErrLimitMismatch", err)
 	}
 	// A freed permit goes to the waiter.
-	ch := goLock(func() (*client.Grant, error) { return ss[2].Acquire(ctxFor(t, 10*time.Second), "sem/x", 1, 2) })
+	ch := goLock(func() (*client.Grant, error) { return ss[2].Acquire(ctxFor(t, 10*time.Second), permit(2)) })
 	if err := ss[0].Unlock(ctxFor(t, 5*time.Second), "sem/x"); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +160,7 @@ func TestReadSharedMultiSurrender(t *testing.T) {
 	if _, err := b.RLock(ctx, "rw/x"); err != nil {
 		t.Fatalf("second reader: %v", err)
 	}
-	g, err := b.TryAcquireMulti(ctx, []client.LockSpec{{Name: "rw/x"}, {Name: "rw/y"}}, client.RequireAny)
+	g, err := b.Acquire(ctx, []client.LockSpec{{Name: "rw/x"}, {Name: "rw/y"}}, client.RequireAny, client.Wait(0))
 	if err != nil || len(g.Locks) != 1 || g.Locks[0].Name != "rw/y" {
 		t.Fatalf("any of rw/x (read-held by a) and rw/y: %+v, %v", g, err)
 	}
@@ -184,18 +187,18 @@ func TestReadSharedMultiSurrender(t *testing.T) {
 	}
 }
 
-// AcquireWithin ends with a definite ErrTimeout when the server's wait
-// runs out, long before ctx, and leaves no waiter behind.
-func TestAcquireWithinTimesOutOnTheServer(t *testing.T) {
+// Acquire with Wait ends with a definite ErrTimeout when the server's
+// wait runs out, long before ctx, and leaves no waiter behind.
+func TestAcquireWaitTimesOutOnTheServer(t *testing.T) {
 	_, c := devFixture(t, nil)
 	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
 	if _, err := a.Lock(ctxFor(t, 5*time.Second), "within/x"); err != nil {
 		t.Fatal(err)
 	}
 	ctx := ctxFor(t, time.Minute)
-	_, err := b.AcquireWithin(ctx, []client.LockSpec{{Name: "within/x"}}, client.RequireAll, 300*time.Millisecond)
+	_, err := b.Acquire(ctx, []client.LockSpec{{Name: "within/x"}}, client.Wait(300*time.Millisecond))
 	if !errors.Is(err, client.ErrTimeout) || ctx.Err() != nil {
-		t.Fatalf("AcquireWithin of a held lock: %v (ctx %v), want ErrTimeout", err, ctx.Err())
+		t.Fatalf("Acquire with Wait of a held lock: %v (ctx %v), want ErrTimeout", err, ctx.Err())
 	}
 	info, err := c.GetLock(ctxFor(t, 5*time.Second), "within/x")
 	if err != nil || len(info.Waiters) != 0 || len(info.Holders) != 1 {
@@ -204,23 +207,27 @@ func TestAcquireWithinTimesOutOnTheServer(t *testing.T) {
 	if err := a.Unlock(ctxFor(t, 5*time.Second), "within/x"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := b.AcquireWithin(ctx, []client.LockSpec{{Name: "within/x"}}, client.RequireAll, time.Second)
+	g, err := b.Acquire(ctx, []client.LockSpec{{Name: "within/x"}}, client.Wait(time.Second))
 	if err != nil || g.Token == 0 {
-		t.Fatalf("AcquireWithin of a free lock: %+v, %v", g, err)
+		t.Fatalf("Acquire with Wait of a free lock: %+v, %v", g, err)
 	}
 }
 
 // A hold with a TTL ends by itself, never before the grant's Deadline:
 // another session waiting for it is granted after the deadline, and the
 // first session's release then finds nothing held.
-func TestAcquireWithTTL(t *testing.T) {
+func TestAcquireHoldTTL(t *testing.T) {
 	_, c := devFixture(t, nil)
 	a, b := newSession(t, c, 10*time.Second), newSession(t, c, 10*time.Second)
 	ctx := ctxFor(t, 10*time.Second)
-	if _, err := a.AcquireWithTTL(ctx, []client.LockSpec{{Name: "ttl/x"}}, client.RequireAll, 0, 0); err == nil {
+	ttlx := []client.LockSpec{{Name: "ttl/x"}}
+	if _, err := a.Acquire(ctx, ttlx, client.HoldTTL(0)); err == nil {
 		t.Fatal("a hold TTL of 0 was accepted")
 	}
-	g, err := a.AcquireWithTTL(ctx, []client.LockSpec{{Name: "ttl/x"}}, client.RequireAll, 0, 700*time.Millisecond)
+	if _, err := a.Acquire(ctx, nil); err == nil {
+		t.Fatal("an acquire of no locks was accepted")
+	}
+	g, err := a.Acquire(ctx, ttlx, client.HoldTTL(700*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,4 +256,23 @@ func mustLock(t *testing.T, s *client.Session, ctx context.Context, name string)
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestSessionSurface: a Session has four ways to acquire, as etcd's and
+// Consul's users know them — Lock, RLock, TryLock, and Acquire with
+// options for everything else — so that a new feature is an option, not
+// a fifth method.
+func TestSessionSurface(t *testing.T) {
+	grantT := reflect.TypeFor[*client.Grant]()
+	var acquire []string
+	st := reflect.TypeFor[*client.Session]()
+	for i := range st.NumMethod() {
+		m := st.Method(i)
+		if m.Type.NumOut() == 2 && m.Type.Out(0) == grantT {
+			acquire = append(acquire, m.Name)
+		}
+	}
+	if want := []string{"Acquire", "Lock", "RLock", "TryLock"}; !slices.Equal(acquire, want) {
+		t.Fatalf("Session's methods that return a *Grant: %v, want %v", acquire, want)
+	}
 }

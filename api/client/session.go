@@ -103,11 +103,9 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration, opts ...Sess
 	if cfg.margin >= ttl-ttl/3 {
 		return nil, fmt.Errorf("lockd new session: safety margin %v leaves no time for a keepalive within ttl %v", cfg.margin, ttl)
 	}
-	var info SessionInfo
 	sent := time.Now()
-	// Safe to repeat: a session created by an attempt whose answer was
-	// lost holds nothing and expires after its TTL.
-	if err := c.do(ctx, call{method: "POST", path: "/v1/sessions", body: cfg.body, out: &info}); err != nil {
+	info, err := c.createSession(ctx, cfg.body)
+	if err != nil {
 		return nil, fmt.Errorf("lockd new session: %w", err)
 	}
 	s := &Session{c: c, id: info.ID, ttl: time.Duration(info.TTL), margin: cfg.margin,
@@ -251,8 +249,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if lost != nil && !errors.Is(lost, ErrKeepaliveExpired) {
 		return nil // the cluster already said it is gone
 	}
-	err := s.c.do(ctx, call{method: "DELETE", path: "/v1/sessions/" + url.PathEscape(s.id)})
-	if err != nil && !errors.Is(err, ErrSessionNotFound) {
+	if _, err := s.c.deleteSession(ctx, s.id); err != nil && !errors.Is(err, ErrSessionNotFound) {
 		return fmt.Errorf("lockd close session %s: %w", s.id, err)
 	}
 	return nil

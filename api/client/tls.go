@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"net"
 	"net/http"
 	"os"
@@ -46,35 +45,10 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return certs.ClientConfig(caFile, certFile, keyFile)
 }
 
-// TLSConfigFromEnv is TLSConfig of the files EnvCACert, EnvClientCert and
-// EnvClientKey name; nil when none is set.
-func TLSConfigFromEnv() (*tls.Config, error) {
+// tlsConfigFromEnv is TLSConfig of the files EnvCACert, EnvClientCert
+// and EnvClientKey name; nil when none is set.
+func tlsConfigFromEnv() (*tls.Config, error) {
 	return TLSConfig(os.Getenv(EnvCACert), os.Getenv(EnvClientCert), os.Getenv(EnvClientKey))
-}
-
-// TLSFlags are a command-line program's --ca-cert, --client-cert and
-// --client-key, defaulting to EnvCACert, EnvClientCert and EnvClientKey:
-// lockctl's, and lockd health's and leave's.
-type TLSFlags struct {
-	CACert, ClientCert, ClientKey string
-}
-
-// Register adds the three flags to fs.
-func (f *TLSFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.CACert, "ca-cert", os.Getenv(EnvCACert),
-		"speak HTTPS, trusting the CA certificate(s) in this PEM `file` (env "+EnvCACert+"; default: the system roots)")
-	fs.StringVar(&f.ClientCert, "client-cert", os.Getenv(EnvClientCert),
-		"speak HTTPS, presenting the client certificate in this PEM `file` (env "+EnvClientCert+")")
-	fs.StringVar(&f.ClientKey, "client-key", os.Getenv(EnvClientKey),
-		"the key of --client-cert, a PEM `file` (env "+EnvClientKey+")")
-}
-
-// Set reports whether any of the three is given.
-func (f *TLSFlags) Set() bool { return f.CACert != "" || f.ClientCert != "" || f.ClientKey != "" }
-
-// Config is TLSConfig of the files the flags name; nil for plain HTTP.
-func (f *TLSFlags) Config() (*tls.Config, error) {
-	return TLSConfig(f.CACert, f.ClientCert, f.ClientKey)
 }
 
 // ErrHTTPSRequired is the error of a call the client made in plain HTTP
@@ -89,10 +63,6 @@ var ErrHTTPSRequired = errors.New("the node speaks HTTPS, this client spoke plai
 func httpsRequired(status int, b []byte) bool {
 	return status == http.StatusBadRequest && bytes.Contains(b, []byte("HTTP request to an HTTPS server"))
 }
-
-// HTTPClient returns the HTTP client c sends its calls with, TLS config
-// included, for calls to the API that Client has no method for.
-func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // withTLS returns hc, or a copy of it whose transport uses cfg.
 func withTLS(hc *http.Client, cfg *tls.Config) *http.Client {

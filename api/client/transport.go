@@ -52,9 +52,10 @@ type call struct {
 	// attempt, when set, replaces RetryPolicy.AttemptTimeout: keepalives
 	// must fail over from a hung node well within the session's TTL.
 	attempt time.Duration
-	// next, when set, receives the answer's X-Next-After (the cursor of
-	// a list's next page; "" on the last page).
-	next *string
+	// header, when set, receives the headers of the answer, an error
+	// answer's too (X-Next-After, a list's cursor; X-Lock-Index, a
+	// lock's version, also of a lock nobody holds).
+	header *http.Header
 }
 
 // do sends c to the leader (or, while the leader is unknown, to the next
@@ -79,11 +80,12 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		var ae *Error
 		isAPI := errors.As(err, &ae)
-		if (isAPI && ae.Code != CodeNoLeader) || isTLSRefusal(err) || errors.Is(err, ErrHTTPSRequired) {
+		if (isAPI && !retryable(ae.Code)) || isTLSRefusal(err) || errors.Is(err, ErrHTTPSRequired) {
 			return err // a definite answer
 		}
-		// The node failed us (down, unreachable, or without a leader):
-		// forget it as the leader and move on to another endpoint.
+		// The node failed us (down, unreachable, without a leader, or
+		// diverged): forget it as the leader and move on to another
+		// endpoint.
 		cl.failed(target)
 		last = err
 		if isAPI {
@@ -151,6 +153,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: reading answer: %w", c.method, c.path, base, err)
 	}
+	if c.header != nil {
+		*c.header = resp.Header
+	}
 	if resp.StatusCode/100 != 2 && resp.TLS == nil && httpsRequired(resp.StatusCode, b) {
 		return fmt.Errorf("%s: %w", base, ErrHTTPSRequired)
 	}
@@ -161,9 +166,6 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 		if err := json.Unmarshal(b, c.out); err != nil {
 			return fmt.Errorf("%s %s on %s: decoding %.200q: %w", c.method, c.path, base, b, err)
 		}
-	}
-	if c.next != nil {
-		*c.next = resp.Header.Get("X-Next-After")
 	}
 	return nil
 }
@@ -177,9 +179,9 @@ func decodeError(status int, b []byte) error {
 		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status,
 			NotApplied: eb.Error.NotApplied, QuorumLost: eb.Error.QuorumLost}
 	}
-	code := CodeInternal
+	code := wire.CodeInternal
 	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
-		code = CodeNoLeader
+		code = wire.CodeNoLeader
 	}
 	return &Error{Code: code, Message: fmt.Sprintf("HTTP %d without a lockd error body: %.200q", status, b),
 		HTTPStatus: status}
@@ -228,7 +230,7 @@ func (o *outage) note(base string, err error) bool {
 	delete(o.lost, base)
 	delete(o.down, base)
 	switch {
-	case errors.As(err, &ae) && ae.Code == CodeNoLeader && ae.QuorumLost:
+	case errors.As(err, &ae) && ae.Code == wire.CodeNoLeader && ae.QuorumLost:
 		if o.lost == nil {
 			o.lost = map[string]bool{}
 		}

@@ -17,8 +17,8 @@ const (
 	Read  = wire.Read
 )
 
-// Require says how many of a multi-lock request's locks must be granted,
-// atomically.
+// Require says how many of an Acquire's locks must be granted,
+// atomically; each value is an AcquireOption.
 type Require string
 
 // Multi-lock requirements.
@@ -76,16 +76,17 @@ type Grant struct {
 	Token     uint64        // the largest token among Locks
 	Locks     []GrantedLock // what was granted (for "any"/"majority": the subset)
 
-	deadline time.Time // AcquireWithTTL: see Deadline
+	deadline time.Time // HoldTTL: see Deadline
 	lostOnce sync.Once
 	lost     *lostState // see Lost
 }
 
-// Deadline returns, for a grant of AcquireWithTTL, the instant by this
-// process's clock until which its holds surely last: when the acquire
-// was sent plus the hold TTL (the cluster measures the TTL from a later
-// instant, with a clock that never runs ahead of real time). Work under
-// the grant must end before it. ok is false for holds without a TTL.
+// Deadline returns, for a grant of an Acquire with HoldTTL, the instant
+// by this process's clock until which its holds surely last: when the
+// acquire was sent plus the hold TTL (the cluster measures the TTL from a
+// later instant, with a clock that never runs ahead of real time). Work
+// under the grant must end before it. ok is false for holds without a
+// TTL.
 func (g *Grant) Deadline() (deadline time.Time, ok bool) { return g.deadline, !g.deadline.IsZero() }
 
 // Names returns the names of the granted locks.

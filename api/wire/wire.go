@@ -1,9 +1,9 @@
 // Package wire holds the JSON shapes of lockd's HTTP API (docs/api.md):
-// the request and response bodies, and the encodings of their ids,
-// durations and modes. The server's handlers (package api) and the Go
-// client (package api/client) both use these types, so that the two ends
-// cannot drift apart; nothing else lives here, and it imports nothing of
-// lockd.
+// the request and response bodies, the encodings of their ids, durations
+// and modes, and the error codes with the HTTP status of each
+// (ErrorCodes). The server's handlers (package api) and the Go client
+// (package api/client) both use them, so that the two ends cannot drift
+// apart; nothing else lives here, and it imports nothing of lockd.
 //
 // Session ids travel as strings (a bare JSON number is accepted on input,
 // for clients of sessions made before keys), durations as Go duration
@@ -170,7 +170,11 @@ type CloseSessionResponse struct {
 	Cancelled []string       `json:"cancelled"` // request ids
 }
 
-// LockSpec is one lock named in an acquire.
+// LockSpec is one lock named in an acquire. The value a leader
+// proclaims (API.md v1.2: "value", at most 4 KiB) goes here, as Value
+// string `json:"value,omitempty"`, once the server takes it: the Go
+// client's Acquire passes LockSpecs as they are, so it needs no other
+// change.
 type LockSpec struct {
 	Name   string `json:"name"`
 	Mode   Mode   `json:"mode,omitempty"`

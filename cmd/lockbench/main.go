@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/cmd/internal/clientflags"
 )
 
 func main() {
@@ -73,7 +74,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
 	flag.StringVar(&o.clientKey, "client-key", "", "with --addrs: the key of --client-cert, in `FILE`")
-	var token client.TokenFlag // with --addrs: the ACL token of a cluster run with --acl; never printed
+	var token clientflags.Token // with --addrs: the ACL token of a cluster run with --acl; never printed
 	token.Register(flag.CommandLine)
 	flag.StringVar(&o.serveNull, "serve-null", "", "instead of benchmarking: serve sessions, acquire and release from memory (no consensus, no disk) "+
 		"on these comma-separated addresses until interrupted — the ceiling a load generator and HTTP allow on this machine")

@@ -11,7 +11,7 @@ import (
 // runRevoke is "lockctl revoke NAME": an operator releases every hold on
 // NAME (docs/security.md, Revocation).
 func runRevoke(e *env, args []string) int {
-	fs := e.flags("revoke", "revoke [--json] NAME", true)
+	fs := e.flags(true)
 	e.note(fs, `
 Releases every hold on NAME at once, whoever holds it; needs a token with
 admin on NAME. The holders' fencing tokens stop being valid, waiters are
@@ -25,10 +25,10 @@ outcome is unknown is not resent.
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "want exactly one NAME")
 	}
-	return e.query("revoke", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		revoked, err := c.Revoke(ctx, fs.Arg(0))
 		if err != nil {
-			return e.fail("revoke", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, map[string]any{"revoked": revoked})
@@ -43,29 +43,8 @@ outcome is unknown is not resent.
 	})
 }
 
-// runACL is "lockctl acl ...": bootstrap and tokens.
-func runACL(e *env, args []string) int {
-	switch {
-	case len(args) >= 1 && args[0] == "bootstrap":
-		return runBootstrap(e, args[1:])
-	case len(args) >= 1 && args[0] == "tokens": // same as "token list"
-		return runTokenList(e, args[1:])
-	case len(args) >= 2 && args[0] == "token":
-		switch args[1] {
-		case "create":
-			return runTokenCreate(e, args[2:])
-		case "list":
-			return runTokenList(e, args[2:])
-		case "delete":
-			return runTokenDelete(e, args[2:])
-		}
-	}
-	fmt.Fprintf(e.stderr, "lockctl acl: want bootstrap, token create, tokens (token list) or token delete\n\n%s", usage)
-	return exitUsage
-}
-
 func runBootstrap(e *env, args []string) int {
-	fs := e.flags("acl bootstrap", "acl bootstrap [--json]", true)
+	fs := e.flags(true)
 	e.note(fs, `
 Makes the cluster's first management token (admin on every name) and prints
 its secret, once: keep it like a root password (export LOCKD_TOKEN=...).
@@ -74,10 +53,10 @@ Works once per cluster; afterwards exits 77.
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
-	return e.query("acl bootstrap", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		t, err := c.BootstrapACL(ctx)
 		if err != nil {
-			return e.fail("acl bootstrap", err)
+			return e.fail(err)
 		}
 		return e.printToken(t)
 	})
@@ -103,7 +82,7 @@ func (r *ruleFlag) Set(s string) error {
 }
 
 func runTokenCreate(e *env, args []string) int {
-	fs := e.flags("acl token create", "acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]", true)
+	fs := e.flags(true)
 	name := fs.String("name", "", "the token's `NAME` (who or what uses it)")
 	var rules ruleFlag
 	fs.Var(&rules, "rule", "`PREFIX=ACCESS`: read, write or admin on the names starting with PREFIX (repeat; \"=read\" is every name)")
@@ -117,25 +96,25 @@ Makes a token and prints its id and secret; the secret is shown this once
 	if len(rules) == 0 || fs.NArg() != 0 {
 		return e.usageErr(fs, "want at least one --rule and no arguments")
 	}
-	return e.query("acl token create", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		t, err := c.CreateToken(ctx, *name, rules...)
 		if err != nil {
-			return e.fail("acl token create", err)
+			return e.fail(err)
 		}
 		return e.printToken(t)
 	})
 }
 
 func runTokenList(e *env, args []string) int {
-	fs := e.flags("acl tokens", "acl tokens [--json]  (also: acl token list)", true)
+	fs := e.flags(true)
 	e.note(fs, "\nLists every token's id, name and rules; never secrets. Needs a management token.\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
-	return e.query("acl token list", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		ts, err := c.Tokens(ctx)
 		if err != nil {
-			return e.fail("acl token list", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, ts)
@@ -151,7 +130,7 @@ func runTokenList(e *env, args []string) int {
 }
 
 func runTokenDelete(e *env, args []string) int {
-	fs := e.flags("acl token delete", "acl token delete ID", false)
+	fs := e.flags(false)
 	e.note(fs, "\nDeletes the token: from then on every node answers it 401 (exit 77), and the\nsessions it made can no longer be kept alive. Needs a management token.\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -159,9 +138,9 @@ func runTokenDelete(e *env, args []string) int {
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "want exactly one token ID")
 	}
-	return e.query("acl token delete", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		if err := c.DeleteToken(ctx, fs.Arg(0)); err != nil {
-			return e.fail("acl token delete", err)
+			return e.fail(err)
 		}
 		fmt.Fprintf(e.stdout, "deleted token %s\n", fs.Arg(0))
 		return exitOK

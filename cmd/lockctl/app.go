@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/cmd/internal/clientflags"
 )
 
 // Exit codes; the table is in the package documentation and in usage.
@@ -52,31 +53,14 @@ func (e *env) retryPolicy() client.RetryPolicy {
 	return p
 }
 
-const usage = `lockctl — run jobs under lockd locks and inspect a lockd cluster
+// usageHead and usageTail are lockctl --help before and after the
+// commands' usage lines (printUsage).
+const usageHead = `lockctl — run jobs under lockd locks and inspect a lockd cluster
 
 Usage:
-  lockctl lock [--read] [--wait D] [--limit N] [--ttl D] [--grace D] NAME -- COMMAND [ARGS...]
-  lockctl status [--json]
-  lockctl locks [--prefix P] [--stale] [--json]
-  lockctl get [--stale] [--json] NAME
-  lockctl check [--json] NAME TOKEN
-  lockctl members [--json]                    (also: lockctl member list)
-  lockctl member remove [--wait D] [--json] ID
-  lockctl member leave [--json] ID
-  lockctl watch [--timeout D] [--json] NAME
-  lockctl session create [--ttl D] [--name N] [--json]
-  lockctl session list [--json]
-  lockctl session show [--json] ID
-  lockctl session delete [--json] ID
-  lockctl release --session ID [--json] NAME
-  lockctl revoke [--json] NAME
-  lockctl acl bootstrap [--json]
-  lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
-  lockctl acl tokens [--json]                 (also: lockctl acl token list)
-  lockctl acl token delete ID
-  lockctl cert deny [--reason R] [--json] SERIAL
-  lockctl cert denied [--json]
+`
 
+const usageTail = `
 Every command takes these flags, after the command or before it
 (lockctl --addr A locks):
   --addr A[,A...]      lockd addresses (default $LOCKD_ADDR, else ` + defaultAddr + `)
@@ -117,36 +101,27 @@ Exit codes:
   128+N   lock: the command was killed by signal N (or lockctl was, before it started)
 `
 
-// env holds what every subcommand needs: where to write and how to reach
-// the cluster.
+// usage is lockctl --help.
+func usage() string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	printUsage(&b, "")
+	b.WriteString(usageTail)
+	return b.String()
+}
+
+// env holds what every subcommand needs: which command it is, where to
+// write and how to reach the cluster.
 type env struct {
+	cmd            *command
 	stdout, stderr io.Writer
 	addr           string
 	// caCert, clientCert and clientKey name the TLS files; all "" for
 	// plain HTTP.
-	tls     client.TLSFlags
-	token   client.TokenFlag // ACL secret; never printed
-	timeout time.Duration    // bounds each call to the cluster (lock: beyond --wait)
+	tls     clientflags.TLS
+	token   clientflags.Token // ACL secret; never printed
+	timeout time.Duration     // bounds each call to the cluster (lock: beyond --wait)
 	json    bool
-}
-
-// command is one subcommand: it parses its own flags and returns an exit code.
-type command func(e *env, args []string) int
-
-var commands = map[string]command{
-	"lock":    runLock,
-	"status":  runStatus,
-	"locks":   runLocks,
-	"get":     runGet,
-	"check":   runCheck,
-	"members": runMembers,
-	"member":  runMember,
-	"session": runSession,
-	"release": runRelease,
-	"watch":   runWatch,
-	"revoke":  runRevoke,
-	"acl":     runACL,
-	"cert":    runCert,
 }
 
 // globalFlags are the flags every command takes, which may also come
@@ -185,26 +160,6 @@ func hoistGlobals(args []string) ([]string, error) {
 	return append(append(slices.Clone(args[:n]), globals...), args[n:]...), nil
 }
 
-// commandWords is how many words of args name the command, where the
-// flags hoisted from before it go: "session list", "acl bootstrap",
-// "acl tokens", "acl token create" and "member remove" take their flags
-// after all their words.
-func commandWords(args []string) int {
-	n := 1
-	switch {
-	case args[0] == "acl" && len(args) > 1 && args[1] == "token":
-		n = 3
-	case args[0] == "session" || args[0] == "acl" || args[0] == "cert" || args[0] == "member":
-		n = 2
-	}
-	for i := 1; i < n; i++ {
-		if i >= len(args) || strings.HasPrefix(args[i], "-") {
-			return i // a missing subcommand: the command says so
-		}
-	}
-	return n
-}
-
 // run is lockctl without the process around it, so that it can be tested.
 func run(args []string, stdout, stderr io.Writer) int {
 	args, err := hoistGlobals(args)
@@ -212,30 +167,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lockctl: %v\n\nRun \"lockctl --help\" for the commands.\n", err)
 		return exitUsage
 	}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage())
 		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	case isHelp(args[0]):
+		fmt.Fprint(stdout, usage())
 		return exitOK
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "lockctl: unknown command %q (run \"lockctl --help\" for the commands)\n", args[0])
-		return exitUsage
+	c, words, group := lookup(args)
+	switch {
+	case c != nil:
+		return c.run(&env{cmd: c, stdout: stdout, stderr: stderr}, args[words:])
+	case group > 0:
+		return runGroup(&env{stdout: stdout, stderr: stderr}, args[:group], args[group:])
 	}
-	return cmd(&env{stdout: stdout, stderr: stderr}, args[1:])
+	fmt.Fprintf(stderr, "lockctl: unknown command %q (run \"lockctl --help\" for the commands)\n", args[0])
+	return exitUsage
 }
 
-// flags returns a FlagSet for a subcommand with the flags every command
+// flags returns a FlagSet for the command with the flags every command
 // shares; withJSON adds --json.
-func (e *env) flags(name, synopsis string, withJSON bool) *flag.FlagSet {
+func (e *env) flags(withJSON bool) *flag.FlagSet {
+	name := e.cmd.name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: lockctl %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(e.stderr, "Usage: lockctl %s\n\nFlags:\n", e.cmd.synopsis(0))
 		fs.PrintDefaults()
 		fmt.Fprint(e.stderr, "\nExit codes: see \"lockctl --help\".\n")
 	}
@@ -332,9 +290,9 @@ func (e *env) client() (*client.Client, error) {
 
 // fail prints err as the failure of cmd and returns the exit code its cause
 // calls for.
-func (e *env) fail(cmd string, err error) int {
+func (e *env) fail(err error) int {
 	code := exitCode(err)
-	fmt.Fprintf(e.stderr, "lockctl %s: %s: %s\n", cmd, cause(code), reason(err))
+	fmt.Fprintf(e.stderr, "lockctl %s: %s: %s\n", e.cmd.name, cause(code), reason(err))
 	return code
 }
 

@@ -7,22 +7,8 @@ import (
 	"github.com/lockd/lockd/api/client"
 )
 
-// runCert is "lockctl cert ...": the certificate deny list.
-func runCert(e *env, args []string) int {
-	if len(args) >= 1 {
-		switch args[0] {
-		case "deny":
-			return runCertDeny(e, args[1:])
-		case "denied":
-			return runCertDenied(e, args[1:])
-		}
-	}
-	fmt.Fprintf(e.stderr, "lockctl cert: want deny or denied\n\n%s", usage)
-	return exitUsage
-}
-
 func runCertDeny(e *env, args []string) int {
-	fs := e.flags("cert deny", "cert deny [--reason R] [--json] SERIAL", true)
+	fs := e.flags(true)
 	reason := fs.String("reason", "", "why the certificate is denied (`R`, kept with the serial)")
 	e.note(fs, `
 Puts a certificate's SERIAL (hex, as "openssl x509 -noout -serial" prints it;
@@ -38,10 +24,10 @@ certificate. Denying a serial twice is no error.
 	if fs.NArg() != 1 {
 		return e.usageErr(fs, "want exactly one SERIAL")
 	}
-	return e.query("cert deny", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		serial, err := c.DenyCert(ctx, fs.Arg(0), *reason)
 		if err != nil {
-			return e.fail("cert deny", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, map[string]string{"denied": serial})
@@ -52,7 +38,7 @@ certificate. Denying a serial twice is no error.
 }
 
 func runCertDenied(e *env, args []string) int {
-	fs := e.flags("cert denied", "cert denied [--json]", true)
+	fs := e.flags(true)
 	e.note(fs, "\nLists the cluster's denied certificate serials. Needs a management token or an\noperator's client certificate.\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -60,10 +46,10 @@ func runCertDenied(e *env, args []string) int {
 	if fs.NArg() != 0 {
 		return e.usageErr(fs, "want no arguments")
 	}
-	return e.query("cert denied", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		denied, err := c.DeniedCerts(ctx)
 		if err != nil {
-			return e.fail("cert denied", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, denied)

@@ -5,27 +5,13 @@ cluster.
 
 Usage:
 
-	lockctl lock [flags] NAME -- COMMAND [ARGS...]
-	lockctl status [--json]
-	lockctl locks [--prefix P] [--stale] [--json]
-	lockctl get [--stale] [--json] NAME
-	lockctl check [--json] NAME TOKEN
-	lockctl members [--json]               (also: lockctl member list)
-	lockctl member remove [--wait D] [--json] ID
-	lockctl member leave [--json] ID
-	lockctl watch [--timeout D] [--json] NAME
-	lockctl session create [--ttl D] [--name N] [--json]
-	lockctl session list [--json]
-	lockctl session show [--json] ID
-	lockctl session delete [--json] ID
-	lockctl release --session ID [--json] NAME
-	lockctl revoke [--json] NAME
-	lockctl acl bootstrap [--json]
-	lockctl acl token create --name N --rule PREFIX=ACCESS [--rule ...] [--json]
-	lockctl acl tokens [--json]            (also: lockctl acl token list)
-	lockctl acl token delete ID
-	lockctl cert deny [--reason R] [--json] SERIAL
-	lockctl cert denied [--json]
+	lockctl COMMAND [FLAGS] [ARGS...]
+	lockctl --help            the commands, with their flags and arguments, and the exit codes
+	lockctl COMMAND --help    one command's flags
+
+The commands are listed once, in the table of commands.go, from which
+--help and the dispatch are made; the sections below explain the main ones,
+and docs/cli.md shows every one with examples.
 
 Every command takes --addr (comma-separated host:port or http(s)://host:port
 addresses; default $LOCKD_ADDR, else 127.0.0.1:7001), --token (default

@@ -44,6 +44,7 @@ func TestFailsFastWithoutANode(t *testing.T) {
 		{"lock", "--addr", addr, "--wait", "0", "jobs/a", "--", "true"},
 		{"--addr", addr, "locks"},
 		{"--addr", addr, "locks", "--stale"},
+		{"--addr", addr, "session", "list"},
 	} {
 		start := time.Now()
 		code, _, stderr := lockctl(t, "", args...)
@@ -90,8 +91,9 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{in: []string{"a", "--nope"}, code: exitUsage},
 		{in: []string{"a", "--help"}, code: exitOK},
 	} {
-		e := &env{stdout: new(strings.Builder), stderr: new(strings.Builder)}
-		fs := e.flags("get", "get [--json] NAME", true)
+		get, _, _ := lookup([]string{"get"})
+		e := &env{cmd: get, stdout: new(strings.Builder), stderr: new(strings.Builder)}
+		fs := e.flags(true)
 		code, ok := e.parse(fs, c.in)
 		switch {
 		case !ok && (c.args != nil || code != c.code):

@@ -14,10 +14,10 @@ import (
 )
 
 // query runs f with a client of --addr and a bounded context.
-func (e *env) query(cmd string, f func(ctx context.Context, c *client.Client) int) int {
+func (e *env) query(f func(ctx context.Context, c *client.Client) int) int {
 	c, err := e.client()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
@@ -57,17 +57,17 @@ func orDash(s string) string {
 }
 
 func runStatus(e *env, args []string) int {
-	fs := e.flags("status", "status [--json]", true)
+	fs := e.flags(true)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.query("status", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		st, err := c.Status(ctx)
 		if err != nil {
-			return e.fail("status", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, st)
@@ -101,7 +101,7 @@ func runStatus(e *env, args []string) int {
 }
 
 func runLocks(e *env, args []string) int {
-	fs := e.flags("locks", "locks [--prefix P] [--stale] [--json]", true)
+	fs := e.flags(true)
 	prefix := fs.String("prefix", "", "only names starting with `P`")
 	stale := fs.Bool("stale", false, "read the answering node's table as it is: works without a leader (during an outage), may miss the latest changes")
 	if code, ok := e.parse(fs, args); !ok {
@@ -110,10 +110,10 @@ func runLocks(e *env, args []string) int {
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.query("locks", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		locks, err := c.Locks(ctx, *prefix, readOpts(*stale)...)
 		if err != nil {
-			return e.fail("locks", err)
+			return e.fail(err)
 		}
 		if e.json {
 			if locks == nil {
@@ -150,7 +150,7 @@ func runLocks(e *env, args []string) int {
 }
 
 func runGet(e *env, args []string) int {
-	fs := e.flags("get", "get [--stale] [--json] NAME", true)
+	fs := e.flags(true)
 	stale := fs.Bool("stale", false, "read the answering node's table as it is: works without a leader, may miss the latest changes")
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -159,14 +159,14 @@ func runGet(e *env, args []string) int {
 		return e.usageErr(fs, "want exactly one NAME")
 	}
 	name := fs.Arg(0)
-	return e.query("get", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		l, err := c.GetLock(ctx, name, readOpts(*stale)...)
 		if errors.Is(err, client.ErrLockNotFound) {
 			fmt.Fprintf(e.stderr, "lockctl get: nobody holds or waits for %s\n", name)
 			return exitFalse
 		}
 		if err != nil {
-			return e.fail("get", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, l)
@@ -239,7 +239,7 @@ func (n sessionNamer) label(id string) string {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := e.flags("check", "check [--json] NAME TOKEN", true)
+	fs := e.flags(true)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -251,10 +251,10 @@ func runCheck(e *env, args []string) int {
 	if err != nil {
 		return e.usageErr(fs, "TOKEN %q is not a number", fs.Arg(1))
 	}
-	return e.query("check", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		valid, current, err := c.Check(ctx, name, token)
 		if err != nil {
-			return e.fail("check", err)
+			return e.fail(err)
 		}
 		code := exitOK
 		if !valid {

@@ -79,7 +79,7 @@ Exit codes of lock:
 
 func runLock(e *env, args []string) int {
 	var o lockOpts
-	fs := e.flags("lock", "lock [flags] NAME -- COMMAND [ARGS...]", false)
+	fs := e.flags(false)
 	fs.BoolVar(&o.read, "read", false, "take a shared (read) lock instead of an exclusive one")
 	fs.Var(&o.wait, "wait", "longest `duration` to wait for the lock: 0 tries once; unset: as long as it takes")
 	fs.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of `N` permits and take one (at most N jobs at once)")
@@ -201,7 +201,7 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 		if sig := w.signal.Load(); sig != 0 {
 			return nil, nil, exitSignalBase + int(sig)
 		}
-		return nil, nil, e.fail("lock", err)
+		return nil, nil, e.fail(err)
 	}
 	w.sessions <- s
 	if o.verbose || isTerminal(e.stderr) {
@@ -217,14 +217,14 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 		return s, g, 0
 	}
 	if serr := s.Err(); serr != nil {
-		return s, nil, e.fail("lock", serr)
+		return s, nil, e.fail(serr)
 	}
 	code := exitCode(err)
 	if waited {
 		code = exitNotAcquired
 	}
 	if code != exitNotAcquired {
-		return s, nil, e.fail("lock", err)
+		return s, nil, e.fail(err)
 	}
 	fmt.Fprintf(e.stderr, "lockctl lock: %s not acquired within %v: %s\n", o.name, o.wait.String(), e.holders(c, o.name))
 	return s, nil, code
@@ -288,7 +288,7 @@ func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.
 	if o.wait.set && o.wait.d == 0 {
 		tctx, tcancel := context.WithTimeout(ctx, timeout)
 		defer tcancel()
-		g, err = s.TryAcquireMulti(tctx, specs, client.RequireAll)
+		g, err = s.Acquire(tctx, specs, client.Wait(0))
 		return g, false, err
 	}
 	actx := ctx
@@ -297,7 +297,7 @@ func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.
 		actx, acancel = context.WithTimeout(ctx, o.wait.d)
 		defer acancel()
 	}
-	g, err = s.AcquireMulti(actx, specs, client.RequireAll)
+	g, err = s.Acquire(actx, specs)
 	return g, errors.Is(actx.Err(), context.DeadlineExceeded), err
 }
 

@@ -10,28 +10,12 @@ import (
 	"github.com/lockd/lockd/api/client"
 )
 
-// runMember is "lockctl member ...": changing the cluster's membership.
-func runMember(e *env, args []string) int {
-	if len(args) >= 1 {
-		switch args[0] {
-		case "list":
-			return runMembers(e, args[1:])
-		case "remove":
-			return runMemberRemove(e, args[1:])
-		case "leave":
-			return runMemberLeave(e, args[1:])
-		}
-	}
-	fmt.Fprintf(e.stderr, "lockctl member: want list, remove or leave\n\n%s", usage)
-	return exitUsage
-}
-
 // aliveRetry is how often member remove --wait asks again while the
 // cluster answers that the member is alive.
 const aliveRetry = 500 * time.Millisecond
 
 func runMemberRemove(e *env, args []string) int {
-	fs := e.flags("member remove", "member remove [--wait D] [--json] ID", true)
+	fs := e.flags(true)
 	wait := fs.Duration("wait", 0, "while the cluster sees the member alive, ask again for up to `D` (a node stopped just now is seen dead within about 10s)")
 	e.note(fs, `
 Removes server ID from the raft configuration, for a node that is gone for
@@ -56,7 +40,7 @@ management token or an operator's client certificate.
 	defer cancel()
 	members, err := removeWhenDead(ctx, c, id, time.Now().Add(*wait))
 	if err != nil {
-		code := e.fail("member remove", err)
+		code := e.fail(err)
 		if errors.Is(err, client.ErrMemberAlive) && *wait == 0 {
 			fmt.Fprintln(e.stderr, "lockctl member remove: a node stopped just now is seen dead within about 10s; --wait 30s asks again until then")
 		}
@@ -95,7 +79,7 @@ func removeWhenDead(ctx context.Context, c *client.Client, id string, until time
 }
 
 func runMemberLeave(e *env, args []string) int {
-	fs := e.flags("member leave", "member leave [--json] ID", true)
+	fs := e.flags(true)
 	e.note(fs, `
 Asks node ID to leave the cluster for good: lockctl finds its HTTP address
 among the members, checks that the node there is ID and sends it
@@ -111,14 +95,14 @@ dir. Needs a management token or an operator's client certificate.
 		return e.usageErr(fs, "want exactly one ID")
 	}
 	id := fs.Arg(0)
-	return e.query("member leave", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		err := c.Leave(ctx, id)
 		if errors.Is(err, client.ErrUnknownMember) {
 			fmt.Fprintf(e.stderr, "lockctl member leave: %v (lockctl members lists the members)\n", err)
 			return exitFalse
 		}
 		if err != nil {
-			return e.fail("member leave", err)
+			return e.fail(err)
 		}
 		if e.json {
 			return printJSON(e.stdout, map[string]any{"node_id": id, "leaving": true})

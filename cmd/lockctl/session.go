@@ -4,63 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
 
-const sessionUsage = `Usage:
-  lockctl session create [--ttl D] [--name N] [--json]
-  lockctl session list [--json]
-  lockctl session show [--json] ID
-  lockctl session delete [--json] ID
-
-create prints the new session's id. lockctl sends it no keepalives: it
-expires after its TTL unless something keeps it alive
-(POST /v1/sessions/ID/keepalive). delete releases everything the session
-holds and cancels its waiting requests.
-`
-
-// runSession dispatches lockctl session SUB.
-func runSession(e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, sessionUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(e.stdout, sessionUsage)
-		return exitOK
-	case "create":
-		return runSessionCreate(e, args[1:])
-	case "list", "ls":
-		return runSessionList(e, args[1:])
-	case "show":
-		return runSessionShow(e, args[1:])
-	case "delete", "rm":
-		return runSessionDelete(e, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "lockctl session: unknown subcommand %q\n\n%s", args[0], sessionUsage)
-	return exitUsage
-}
-
-// rawQuery is query for commands that use rawAPI.
-func (e *env) rawQuery(cmd string, f func(ctx context.Context, a *rawAPI) int) int {
-	a, err := e.raw()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", cmd, err)
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-	defer cancel()
-	return f(ctx, a)
-}
-
-// sessionInfo is client.SessionInfo as the API sends it ("expires" of a
-// hold with hold_ttl included).
+// sessionInfo is how session create, list and show print a session: the
+// API's fields but its creation time, a hold's "expires" only when it has
+// a hold_ttl.
 type sessionInfo struct {
 	ID         string          `json:"id"`
 	Name       string          `json:"name"`
@@ -80,8 +33,21 @@ type heldLock struct {
 	Expires string `json:"expires,omitempty"`
 }
 
+// sessionOf is the sessionInfo of s.
+func sessionOf(s *client.SessionInfo) sessionInfo {
+	out := sessionInfo{ID: s.ID, Name: s.Name, TTL: s.TTL, OnDeadlock: s.OnDeadlock, Ordered: s.Ordered,
+		LockDelay: s.LockDelay, Held: make([]heldLock, len(s.Held)), Pending: s.Pending, Revoked: s.Revoked}
+	for i, h := range s.Held {
+		out.Held[i].HeldLock = h
+		if !h.Expires.IsZero() {
+			out.Held[i].Expires = h.Expires.Format(time.RFC3339Nano) // as the API writes it
+		}
+	}
+	return out
+}
+
 func runSessionCreate(e *env, args []string) int {
-	fs := e.flags("session create", "session create [--ttl D] [--name N] [--json]", true)
+	fs := e.flags(true)
 	ttl := fs.Duration("ttl", 10*time.Second, "session TTL (1s–24h); with no keepalives the session expires after it")
 	name := fs.String("name", "", "a `name` for the session, shown by session list and the dashboard")
 	e.note(fs, `
@@ -98,19 +64,13 @@ unless something keeps it alive (POST /v1/sessions/ID/keepalive).
 	if *ttl < time.Second || *ttl > 24*time.Hour {
 		return e.usageErr(fs, "--ttl %v: want 1s–24h", *ttl)
 	}
-	return e.rawQuery("session create", func(ctx context.Context, a *rawAPI) int {
-		var s sessionInfo
-		body := map[string]any{"ttl": ttl.String()}
-		if *name != "" {
-			body["name"] = *name
-		}
-		// Repeating a create is harmless: a duplicate holds nothing and
-		// expires after its TTL.
-		if _, err := a.do(ctx, "POST", "/v1/sessions", body, &s, true); err != nil {
-			return e.fail("session create", err)
+	return e.query(func(ctx context.Context, c *client.Client) int {
+		s, err := c.CreateSession(ctx, *ttl, client.WithSessionName(*name))
+		if err != nil {
+			return e.fail(err)
 		}
 		if e.json {
-			return printJSON(e.stdout, s)
+			return printJSON(e.stdout, sessionOf(s))
 		}
 		fmt.Fprintln(e.stdout, s.ID)
 		return exitOK
@@ -118,17 +78,21 @@ unless something keeps it alive (POST /v1/sessions/ID/keepalive).
 }
 
 func runSessionList(e *env, args []string) int {
-	fs := e.flags("session list", "session list [--json]", true)
+	fs := e.flags(true)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.rawQuery("session list", func(ctx context.Context, a *rawAPI) int {
-		ss, err := listSessions(ctx, a)
+	return e.query(func(ctx context.Context, c *client.Client) int {
+		list, err := c.Sessions(ctx)
 		if err != nil {
-			return e.fail("session list", err)
+			return e.fail(err)
+		}
+		ss := make([]sessionInfo, len(list))
+		for i := range list {
+			ss[i] = sessionOf(&list[i])
 		}
 		if e.json {
 			return printJSON(e.stdout, ss)
@@ -148,33 +112,11 @@ func runSessionList(e *env, args []string) int {
 	})
 }
 
-// listSessions reads every page of GET /v1/sessions, following
-// X-Next-After.
-func listSessions(ctx context.Context, a *rawAPI) ([]sessionInfo, error) {
-	all := []sessionInfo{}
-	for after := ""; ; {
-		q := url.Values{"limit": {strconv.Itoa(client.PageSize)}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page []sessionInfo
-		h, err := a.do(ctx, "GET", "/v1/sessions?"+q.Encode(), nil, &page, true)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		next := h.Get("X-Next-After")
-		if next == "" || next == after {
-			return all, nil
-		}
-		after = next
-	}
-}
-
-// sessionArg parses the flags of a subcommand that takes one session ID.
-func (e *env) sessionArg(name string, args []string) (id string, code int, ok bool) {
-	fs := e.flags("session "+name, "session "+name+" [--json] ID", true)
-	e.note(fs, "\nExits 1 when there is no session ID (never created, expired or deleted).\n")
+// sessionArg parses the flags of a subcommand that takes one session ID;
+// note is more of its --help.
+func (e *env) sessionArg(args []string, note string) (id string, code int, ok bool) {
+	fs := e.flags(true)
+	e.note(fs, "\n"+note+"Exits 1 when there is no session ID (never created, expired or deleted).\n")
 	if code, ok := e.parse(fs, args); !ok {
 		return "", code, false
 	}
@@ -185,25 +127,25 @@ func (e *env) sessionArg(name string, args []string) (id string, code int, ok bo
 }
 
 // noSession reports a session that does not exist and returns exitFalse.
-func (e *env) noSession(cmd, id string) int {
-	fmt.Fprintf(e.stderr, "lockctl %s: no session %s (never created, expired or deleted)\n", cmd, id)
+func (e *env) noSession(id string) int {
+	fmt.Fprintf(e.stderr, "lockctl %s: no session %s (never created, expired or deleted)\n", e.cmd.name, id)
 	return exitFalse
 }
 
 func runSessionShow(e *env, args []string) int {
-	id, code, ok := e.sessionArg("show", args)
+	id, code, ok := e.sessionArg(args, "")
 	if !ok {
 		return code
 	}
-	return e.rawQuery("session show", func(ctx context.Context, a *rawAPI) int {
-		var s sessionInfo
-		_, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(id), nil, &s, true)
+	return e.query(func(ctx context.Context, c *client.Client) int {
+		info, err := c.GetSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
-			return e.noSession("session show", id)
+			return e.noSession(id)
 		}
 		if err != nil {
-			return e.fail("session show", err)
+			return e.fail(err)
 		}
+		s := sessionOf(info)
 		if e.json {
 			return printJSON(e.stdout, s)
 		}
@@ -229,26 +171,21 @@ func runSessionShow(e *env, args []string) int {
 }
 
 func runSessionDelete(e *env, args []string) int {
-	id, code, ok := e.sessionArg("delete", args)
+	id, code, ok := e.sessionArg(args, "Ends the session: releases everything it holds and cancels its waiting\nrequests. ")
 	if !ok {
 		return code
 	}
-	return e.rawQuery("session delete", func(ctx context.Context, a *rawAPI) int {
-		var r struct {
-			ID        string         `json:"id"`
-			Released  []releasedName `json:"released"`
-			Cancelled []string       `json:"cancelled"`
-		}
-		_, err := a.do(ctx, "DELETE", "/v1/sessions/"+pathEscape(id), nil, &r, true)
+	return e.query(func(ctx context.Context, c *client.Client) int {
+		r, err := c.DeleteSession(ctx, id)
 		if errors.Is(err, client.ErrSessionNotFound) {
-			return e.noSession("session delete", id)
+			return e.noSession(id)
 		}
 		if err != nil {
-			return e.fail("session delete", err)
+			return e.fail(err)
 		}
 		if e.json {
 			if r.Released == nil {
-				r.Released = []releasedName{}
+				r.Released = []wire.ReleasedLock{}
 			}
 			if r.Cancelled == nil {
 				r.Cancelled = []string{}
@@ -257,7 +194,11 @@ func runSessionDelete(e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "deleted session %s", id)
 		if len(r.Released) > 0 {
-			fmt.Fprintf(e.stdout, "; released %s", joinReleased(r.Released))
+			names := make([]string, len(r.Released))
+			for i, l := range r.Released {
+				names[i] = l.Name
+			}
+			fmt.Fprintf(e.stdout, "; released %s", strings.Join(names, ", "))
 		}
 		if len(r.Cancelled) > 0 {
 			fmt.Fprintf(e.stdout, "; cancelled requests %s", strings.Join(r.Cancelled, ", "))
@@ -267,23 +208,8 @@ func runSessionDelete(e *env, args []string) int {
 	})
 }
 
-type releasedName struct {
-	Name string `json:"name"`
-}
-
-func joinReleased(r []releasedName) string {
-	names := make([]string, len(r))
-	for i, n := range r {
-		names[i] = n.Name
-	}
-	return strings.Join(names, ", ")
-}
-
-// pathEscape escapes one path segment.
-func pathEscape(s string) string { return url.PathEscape(s) }
-
 func runRelease(e *env, args []string) int {
-	fs := e.flags("release", "release --session ID [--json] NAME", true)
+	fs := e.flags(true)
 	sess := fs.String("session", "", "`ID` of the session whose hold to release (required)")
 	e.note(fs, `
 Releases one hold of NAME by session ID (a reentrant hold counts down by
@@ -301,21 +227,18 @@ check with "lockctl session show ID".
 		return e.usageErr(fs, "--session is required")
 	}
 	name := fs.Arg(0)
-	return e.rawQuery("release", func(ctx context.Context, a *rawAPI) int {
-		var r struct {
-			Released []releasedName `json:"released"`
-		}
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		// Not idempotent (a reentrant hold would count down twice): sent
-		// to another node only when the connection was refused.
-		_, err := a.do(ctx, "POST", "/v1/release", map[string]string{"session": *sess, "name": name}, &r, false)
+		// to another node only when nothing was sent to the first.
+		err := c.Unlock(ctx, *sess, name)
 		switch {
 		case errors.Is(err, client.ErrSessionNotFound):
-			return e.noSession("release", *sess)
+			return e.noSession(*sess)
 		case errors.Is(err, client.ErrNotHeld):
 			fmt.Fprintf(e.stderr, "lockctl release: session %s does not hold %s\n", *sess, name)
 			return exitFalse
 		case err != nil:
-			code := e.fail("release", err)
+			code := e.fail(err)
 			if code == exitUnavailable {
 				fmt.Fprintf(e.stderr, "lockctl release: the release may or may not have happened; check with: lockctl session show %s\n", *sess)
 			}
@@ -323,8 +246,7 @@ check with "lockctl session show ID".
 		}
 		// The answer does not say whether a reentrant hold remains: ask.
 		remaining := -1
-		var si sessionInfo
-		if _, err := a.do(ctx, "GET", "/v1/sessions/"+pathEscape(*sess), nil, &si, true); err == nil {
+		if si, err := c.GetSession(ctx, *sess); err == nil {
 			remaining = 0
 			for _, h := range si.Held {
 				if h.Name == name {
@@ -352,7 +274,7 @@ check with "lockctl session show ID".
 }
 
 func runMembers(e *env, args []string) int {
-	fs := e.flags("members", "members [--json]", true)
+	fs := e.flags(true)
 	e.note(fs, `
 Lists the cluster's members as the node answering sees them; the leader is
 marked "*". Exits 69 when that node sees no leader.
@@ -363,10 +285,10 @@ marked "*". Exits 69 when that node sees no leader.
 	if fs.NArg() > 0 {
 		return e.usageErr(fs, "unexpected arguments %q", fs.Args())
 	}
-	return e.query("members", func(ctx context.Context, c *client.Client) int {
+	return e.query(func(ctx context.Context, c *client.Client) int {
 		st, err := c.Status(ctx)
 		if err != nil {
-			return e.fail("members", err)
+			return e.fail(err)
 		}
 		type member struct {
 			client.Member

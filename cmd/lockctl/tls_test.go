@@ -35,8 +35,8 @@ func tlsNode(t *testing.T) (addr string, f clienttest.TLSFiles) {
 	return srv.Listener.Addr().String(), f
 }
 
-// The TLS flags and their environment variables reach both the Go client
-// (status) and the direct API calls (session list).
+// The TLS flags and their environment variables reach every command
+// (status and session list here).
 func TestTLSFlags(t *testing.T) {
 	addr, f := tlsNode(t)
 	flags := []string{"--addr", addr, "--ca-cert", f.CA, "--client-cert", f.Cert, "--client-key", f.Key}

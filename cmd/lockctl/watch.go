@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,14 +29,14 @@ type watchEvent struct {
 }
 
 func runWatch(e *env, args []string) int {
-	fs := e.flags("watch", "watch [--timeout D] [--json] NAME", true)
+	fs := e.flags(true)
 	timeout := fs.Duration("timeout", 0, "stop after this `duration` (0: until interrupted)")
 	e.note(fs, `
 Prints NAME's state, then one line per change (holders, waiters, version),
 following the version with blocking queries; changes that happen between two
 answers show as one. --json prints one JSON object per line. Stops, exiting
 0, on SIGINT/SIGTERM or after --timeout. An unreachable cluster is waited out
-for 15s, then watch exits 69.
+for about 10s, then watch exits 69.
 `)
 	if code, ok := e.parse(fs, args); !ok {
 		return code
@@ -50,7 +48,7 @@ for 15s, then watch exits 69.
 		return e.usageErr(fs, "negative --timeout")
 	}
 	name := fs.Arg(0)
-	a, err := e.raw()
+	c, err := e.client()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "lockctl watch: %v\n", err)
 		return exitUsage
@@ -62,14 +60,14 @@ for 15s, then watch exits 69.
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	return e.watch(ctx, a, name)
+	return e.watch(ctx, c, name)
 }
 
 // watch prints name's state, then each change, until ctx ends (exit 0).
 // It follows the version with blocking queries, so changes that happen
 // between two answers are seen as one. An unreachable cluster is waited
 // out for up to --timeout.
-func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
+func (e *env) watch(ctx context.Context, c *client.Client, name string) int {
 	var (
 		index        uint64
 		first        = true
@@ -77,30 +75,28 @@ func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
 	)
 	enc := json.NewEncoder(e.stdout)
 	for {
-		path := lockPath(name)
-		wait := watchPoll
+		var wait time.Duration // the first read answers at once
 		if !first {
+			wait = watchPoll
 			if dl, ok := ctx.Deadline(); ok {
 				wait = min(wait, max(time.Until(dl).Round(time.Millisecond), time.Millisecond))
 			}
-			path += fmt.Sprintf("?index=%d&wait=%s", index, wait)
 		}
-		var info client.LockInfo
+		sent := time.Now()
 		actx, cancel := context.WithTimeout(ctx, wait+e.timeout)
-		h, err := a.do(actx, "GET", path, nil, &info, true)
+		info, v, err := c.WatchLock(actx, name, index, wait)
 		cancel()
 		if ctx.Err() != nil {
 			return exitOK
 		}
-		free := errors.Is(err, client.ErrLockNotFound)
-		if err != nil && !free {
-			if !isUnavailable(err) {
-				return e.fail("watch", err)
+		if err != nil {
+			if exitCode(err) != exitUnavailable {
+				return e.fail(err)
 			}
 			if failingSince.IsZero() {
-				failingSince = time.Now()
+				failingSince = sent // the client retried within the call already
 			} else if time.Since(failingSince) > e.timeout {
-				return e.fail("watch", err)
+				return e.fail(err)
 			}
 			select {
 			case <-ctx.Done():
@@ -110,12 +106,9 @@ func (e *env) watch(ctx context.Context, a *rawAPI, name string) int {
 			continue
 		}
 		failingSince = time.Time{}
-		v, perr := strconv.ParseUint(h.Get("X-Lock-Index"), 10, 64)
-		if perr != nil {
-			v = info.Version
-		}
+		free := info == nil
 		if free {
-			info = client.LockInfo{Name: name}
+			info = &client.LockInfo{Name: name}
 		}
 		if !first && v == index {
 			continue // the wait ran out with nothing new

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockd/lockd/api/client"
 	"github.com/lockd/lockd/api/wire"
+	"github.com/lockd/lockd/cmd/internal/clientflags"
 )
 
 // health is `lockd health`: exit 0 when the node at --addr answers
@@ -70,8 +71,8 @@ func say(quiet bool, format string, args ...any) {
 // flags.
 type nodeConn struct {
 	addr  string
-	tls   client.TLSFlags
-	token client.TokenFlag
+	tls   clientflags.TLS
+	token clientflags.Token
 }
 
 // nodeTLSEnv names the node's own TLS files (its --tls-ca, --tls-cert and

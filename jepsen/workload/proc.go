@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/jepsen/checker"
 	"github.com/lockd/lockd/jepsen/history"
 )
@@ -110,13 +111,11 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 	p.record(history.Event{Type: history.Invoke, F: history.Acquire, Locks: locks, Require: require, HoldTTL: ttl})
 	actx, cancel := context.WithTimeout(ctx, wait+opTimeout)
 	defer cancel()
-	var g *client.Grant
-	var err error
+	opts := []client.AcquireOption{client.Wait(wait), client.Require(require)} // "": all
 	if ttl > 0 {
-		g, err = p.s.AcquireWithTTL(actx, specs, client.Require(require), wait, ttl)
-	} else {
-		g, err = p.s.AcquireWithin(actx, specs, client.Require(require), wait)
+		opts = append(opts, client.HoldTTL(ttl))
 	}
+	g, err := p.s.Acquire(actx, specs, opts...)
 	if err == nil {
 		p.deadline, _ = g.Deadline()
 		granted := make([]history.Granted, len(g.Locks))
@@ -149,8 +148,8 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 // "cancelled", which the Ownership checker looks for.
 func definiteAcquireFailure(code string) bool {
 	switch code {
-	case client.CodeTimeout, client.CodeDeadlock, client.CodeLimitMismatch, client.CodePoorlyOrderedAccess,
-		client.CodeCancelled:
+	case wire.CodeTimeout, wire.CodeDeadlock, wire.CodeLimitMismatch, wire.CodePoorlyOrderedAccess,
+		wire.CodeCancelled:
 		return true
 	}
 	return false
@@ -188,10 +187,10 @@ func (p *Proc) released(names []string, err error) {
 	case errors.Is(err, client.ErrNotHeld) && p.env().HoldTTL > 0:
 		// The hold TTL ended it; the session lives on (or its
 		// keepalives will say otherwise).
-		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: client.CodeNotHeld})
+		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: wire.CodeNotHeld})
 	case errors.Is(err, client.ErrNotHeld) || errors.Is(err, client.ErrSessionNotFound):
 		// Only what was granted is released: the session lost it.
-		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: client.CodeNotHeld})
+		p.record(history.Event{Type: history.Fail, F: history.Release, Names: names, Error: wire.CodeNotHeld})
 		p.lost(err)
 	default:
 		p.record(history.Event{Type: history.Info, F: history.Release, Names: names, Error: err.Error()})

@@ -17,11 +17,11 @@ fencing ``token`` and a ``lost`` event::
 
 from ._transport import Retry, RetryPolicy
 from .client import Client, tls_context
-from .errors import (Cancelled, ClusterUnavailable, Deadlock, Forbidden, InternalError, InvalidRequest,
-                     KeepaliveError, LimitExceeded, LimitMismatch, Locked, LockdError, LockNotFound,
-                     NotFound, NotHeld, OutcomeUnknown, PoorlyOrderedAccess, RequestNotFound, Revoked,
-                     SessionClosed, SessionLost, SessionNotFound, Timeout, TLSError, TokenNotFound,
-                     Unauthorized)
+from .errors import (Cancelled, ClusterUnavailable, Deadlock, Diverged, Forbidden, InternalError,
+                     InvalidRequest, KeepaliveError, LimitExceeded, LimitMismatch, Locked, LockdError,
+                     LockNotFound, MemberAlive, NotFound, NotHeld, OutcomeUnknown, PoorlyOrderedAccess,
+                     RequestNotFound, Revoked, SessionClosed, SessionLost, SessionNotFound, Timeout,
+                     TLSError, TokenNotFound, Unauthorized)
 from .session import Grant, Session, State
 from .types import (GrantedLock, HeldLock, Holder, LockInfo, LockSpec, Member, Mode, Require, Revocation,
                     RevokedHold, Rule, SessionInfo, Status, Token, Waiter)
@@ -34,7 +34,7 @@ __all__ = [
     "HeldLock", "Revocation", "RevokedHold", "Rule", "Token", "Mode", "Require",
     "LockdError", "InvalidRequest", "Unauthorized", "Forbidden", "NotFound", "SessionNotFound",
     "RequestNotFound", "LockNotFound", "TokenNotFound", "Timeout", "Locked", "Deadlock",
-    "PoorlyOrderedAccess", "NotHeld", "LimitMismatch", "Cancelled", "LimitExceeded",
-    "ClusterUnavailable", "OutcomeUnknown", "TLSError", "Revoked", "SessionLost", "SessionClosed",
+    "PoorlyOrderedAccess", "NotHeld", "LimitMismatch", "Cancelled", "MemberAlive", "LimitExceeded",
+    "ClusterUnavailable", "Diverged", "OutcomeUnknown", "TLSError", "Revoked", "SessionLost", "SessionClosed",
     "KeepaliveError", "InternalError",
 ]

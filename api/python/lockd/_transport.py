@@ -213,7 +213,7 @@ class Transport:
                 return self.send(target, method, path, query=query, body=body, timeout=timeout,
                                  content_type=content_type)
             except LockdError as e:
-                if e.code != "no_leader" or isinstance(e, TLSError):
+                if not e.retry or isinstance(e, TLSError):
                     raise  # a definite answer
                 err: Exception = e
                 unsent = e.not_applied

@@ -225,7 +225,7 @@ class Client:
                 raise _TransportError(f"GET /v1/events on {base}", e, sent=True) from e
             if resp.status != 200:
                 err = decode_error(resp.status, resp.read(1 << 20))
-                if err.code != "no_leader":
+                if not err.retry:
                     raise err
                 t._failed(base)
                 raise ClusterUnavailable(str(err))

@@ -28,6 +28,11 @@ class LockdError(Exception):
 
     #: The API code this class stands for (subclasses override it).
     default_code = "internal"
+    #: Whether an answer of this code says only that the node could not
+    #: serve the request, so that another node may (the API's list of codes
+    #: says which: ``no_leader`` and ``diverged``): the client sends a call
+    #: that is safe to repeat again, to another node.
+    retry = False
 
     def __init__(self, message: str, *, code: str | None = None, http_status: int = 0,
                  not_applied: bool = False) -> None:
@@ -138,6 +143,13 @@ class Cancelled(LockdError):
     default_code = "cancelled"
 
 
+class MemberAlive(LockdError):
+    """The member to remove is alive as the leader's gossip sees it, so it
+    would be added back: make it leave, or stop it first (409)."""
+
+    default_code = "member_alive"
+
+
 class LimitExceeded(LockdError):
     """A configured limit of the cluster refused the call (429)."""
 
@@ -149,6 +161,15 @@ class ClusterUnavailable(LockdError):
     before the retries of a call that is safe to repeat ran out."""
 
     default_code = "no_leader"
+    retry = True
+
+
+class Diverged(ClusterUnavailable):
+    """The node's table diverged from the leader's: it serves nothing from
+    it until an operator replaces its data (503). The client asks another
+    node; this is raised when none other answered."""
+
+    default_code = "diverged"
 
 
 class OutcomeUnknown(LockdError):
@@ -202,11 +223,16 @@ class InternalError(LockdError):
     default_code = "internal"
 
 
+#: The class of each code of the API. tests/test_errors.py checks it
+#: against the server's list of codes (Go's api/wire.ErrorCodes): every
+#: code, its status (the 404s are NotFound, the 503s ClusterUnavailable)
+#: and whether it is retried.
 _BY_CODE: dict[str, type[LockdError]] = {
     c.default_code: c
     for c in (InvalidRequest, Unauthorized, Forbidden, NotFound, SessionNotFound, RequestNotFound,
               LockNotFound, TokenNotFound, Timeout, Deadlock, PoorlyOrderedAccess, NotHeld,
-              LimitMismatch, Cancelled, LimitExceeded, ClusterUnavailable, InternalError)
+              LimitMismatch, Cancelled, MemberAlive, LimitExceeded, ClusterUnavailable, Diverged,
+              InternalError)
 }
 
 

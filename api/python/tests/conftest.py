@@ -204,12 +204,18 @@ class Cluster:
             n.kill()
 
 
+def go_command() -> str:
+    """The go command that builds what the tests run from the repository."""
+    go = shutil.which(os.environ.get("LOCKD_GO") or "go")  # make passes its $(GO)
+    if go is None:
+        pytest.fail("the tests run lockd's Go code: no go command on PATH")
+    return go
+
+
 @pytest.fixture(scope="session")
 def lockd_bin() -> Iterator[str]:
     """lockd built with go build into a temporary directory, once."""
-    go = shutil.which(os.environ.get("LOCKD_GO") or "go")  # make passes its $(GO)
-    if go is None:
-        pytest.fail("the tests run real lockd processes: no go command on PATH to build cmd/lockd")
+    go = go_command()
     d = tempfile.mkdtemp(prefix="lockd-py-bin-")
     binary = os.path.join(d, "lockd")
     env = dict(os.environ, CGO_ENABLED="0")

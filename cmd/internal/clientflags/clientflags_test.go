@@ -1,4 +1,4 @@
-package client_test
+package clientflags_test
 
 import (
 	"flag"
@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/cmd/internal/clientflags"
 )
 
-// TokenFlag takes LOCKD_TOKEN as its default and --token over it, and no
+// Token takes LOCKD_TOKEN as its default and --token over it, and no
 // usage text shows the secret: not --help's defaults, not the usage after
 // a mistyped flag.
-func TestTokenFlag(t *testing.T) {
+func TestToken(t *testing.T) {
 	const env, flagged = "EnvSecretNobodyMaySee", "FlagSecretNobodyMaySee"
 	t.Setenv(client.EnvToken, env)
 	for _, tc := range []struct {
@@ -22,7 +23,7 @@ func TestTokenFlag(t *testing.T) {
 		{[]string{"--token", flagged}, flagged},
 		{[]string{"--token=" + flagged, "--bogus"}, ""}, // the parse fails
 	} {
-		var tok client.TokenFlag
+		var tok clientflags.Token
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		var out strings.Builder
 		fs.SetOutput(&out)
