@@ -203,11 +203,17 @@ func TestRevocationsFromKeepalives(t *testing.T) {
 }
 
 // A release answered 503 not_applied (the node did nothing: it found no
-// leader, or is shutting down) is sent again; one answered a plain 503
-// (its outcome may be unknown) is not.
-func TestReleaseRetriedOnlyWhenNotApplied(t *testing.T) {
-	for _, notApplied := range []bool{true, false} {
-		var releases atomic.Int32
+// leader, or is shutting down) is sent again. One answered a plain 503
+// (its outcome unknown) asks for the request's state: "granted" means the
+// first send did nothing, and it is sent again; "released" means it took
+// effect, and nothing is sent again.
+func TestReleaseOfUnknownOutcomeIsSettled(t *testing.T) {
+	for _, tc := range []struct {
+		notApplied bool
+		state      string // of the request, after the lost answer
+		releases   int32
+	}{{true, "", 2}, {false, "granted", 2}, {false, "released", 1}} {
+		var releases, gets atomic.Int32
 		c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case r.URL.Path == "/v1/sessions":
@@ -217,9 +223,12 @@ func TestReleaseRetriedOnlyWhenNotApplied(t *testing.T) {
 			case r.URL.Path == "/v1/release" && releases.Add(1) == 1:
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, `{"error":{"code":"no_leader","message":"node is shut down","not_applied":%v}}`, notApplied)
+				fmt.Fprintf(w, `{"error":{"code":"no_leader","message":"node is shut down","not_applied":%v}}`, tc.notApplied)
 			case r.URL.Path == "/v1/release":
 				fmt.Fprint(w, `{"released":[{"name":"a"}]}`)
+			case r.URL.Path == "/v1/requests/r1" && r.URL.Query().Get("session") == "s1":
+				gets.Add(1)
+				fmt.Fprintf(w, `{"request_id":"r1","session":"s1","status":%q,"token":3}`, tc.state)
 			default:
 				fmt.Fprint(w, `{}`)
 			}
@@ -230,12 +239,11 @@ func TestReleaseRetriedOnlyWhenNotApplied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = s.Release(ctx, g)
-		switch {
-		case notApplied && (err != nil || releases.Load() != 2):
-			t.Errorf("not_applied: release %v after %d attempts, want success after 2", err, releases.Load())
-		case !notApplied && (!errors.Is(err, client.ErrUnknownOutcome) || releases.Load() != 1):
-			t.Errorf("plain 503: release %v after %d attempts, want an unknown outcome after 1", err, releases.Load())
+		if err := s.Release(ctx, g); err != nil || releases.Load() != tc.releases {
+			t.Errorf("%+v: release %v after %d sends, want success after %d", tc, err, releases.Load(), tc.releases)
+		}
+		if asked := gets.Load() > 0; asked == tc.notApplied {
+			t.Errorf("%+v: asked for the request's state: %v", tc, asked)
 		}
 	}
 }

@@ -173,7 +173,22 @@ func (s *Session) releaseApplied(ctx context.Context, name string) (bool, error)
 
 // Release releases one hold of every lock g granted.
 func (s *Session) Release(ctx context.Context, g *Grant) error {
-	err := s.c.release(ctx, wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID})
+	body := wire.ReleaseRequest{Session: wire.SessionID(s.id), RequestID: g.RequestID}
+	err := s.c.release(ctx, body)
+	for errors.Is(err, ErrUnknownOutcome) {
+		// The release was sent but its answer lost. A request is
+		// released once (its state says "released"), so asking for its
+		// state settles the doubt; resending blindly is safe too, but
+		// its not_held would not tell "released by the first send" from
+		// "revoked".
+		var done bool
+		if done, err = s.requestReleased(ctx, g.RequestID, err); done {
+			break
+		}
+		if err == nil {
+			err = s.c.release(ctx, body)
+		}
+	}
 	if err != nil {
 		s.noteLost(err)
 		if errors.Is(err, ErrNotHeld) {
@@ -185,6 +200,25 @@ func (s *Session) Release(ctx context.Context, g *Grant) error {
 	}
 	s.released(g.Names()...)
 	return nil
+}
+
+// requestReleased reports whether a release of request id whose outcome
+// is unknown (cause) took effect: true when the request says "released";
+// false and no error when it is still granted (resend); cause, with what
+// the cluster said, when it is neither or cannot be read.
+func (s *Session) requestReleased(ctx context.Context, id string, cause error) (bool, error) {
+	var st wire.Request
+	err := s.c.do(ctx, call{method: "GET", path: "/v1/requests/" + url.PathEscape(id),
+		query: url.Values{"session": {s.id}}, out: &st})
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%w (reading the request: %w)", cause, err)
+	case st.Status == "released":
+		return true, nil
+	case st.Status == "granted":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w (the request is %q)", cause, st.Status)
 }
 
 // Surrender hands a held lock to the sessions waiting for it; this session
