@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,9 +54,22 @@ func leave(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := n.call(http.MethodPost, "/v1/agent/leave", 10*time.Second, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "lockd leave:", err)
-		return 1
+	// A node that has no leader to take the request (an election: the
+	// last node to leave may be the one that led) answers 503 not_applied:
+	// nothing was done, so it is sent again, as the clients do.
+	deadline := time.Now().Add(leaveWait)
+	for {
+		err := n.call(http.MethodPost, "/v1/agent/leave", 10*time.Second, nil)
+		var ae *answerError
+		if errors.As(err, &ae) && ae.notApplied && time.Now().Before(deadline) {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lockd leave:", err)
+			return 1
+		}
+		break
 	}
 	fmt.Println("leaving; the node stops once the cluster has removed it")
 	return 0
@@ -133,7 +147,12 @@ func (n *nodeConn) call(method, path string, timeout time.Duration, out any) err
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, body)
+		ae := &answerError{what: fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, body)}
+		var e wire.ErrorBody
+		if json.Unmarshal(body, &e) == nil && resp.StatusCode == http.StatusServiceUnavailable {
+			ae.notApplied = e.Error.NotApplied
+		}
+		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(body, out); err != nil {
@@ -142,3 +161,15 @@ func (n *nodeConn) call(method, path string, timeout time.Duration, out any) err
 	}
 	return nil
 }
+
+// leaveWait bounds how long `lockd leave` sends its request again while
+// the node answers that nothing was done (no leader to take it).
+const leaveWait = 30 * time.Second
+
+// answerError is a node's non-2xx answer.
+type answerError struct {
+	what       string
+	notApplied bool // a 503 that says the node did nothing
+}
+
+func (e *answerError) Error() string { return e.what }

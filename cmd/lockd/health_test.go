@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -61,5 +62,36 @@ func TestHealthAndLeaveTLS(t *testing.T) {
 				t.Errorf("leave: exit %d, want %d; %d leave requests", code, tc.want, left.Load()-before)
 			}
 		})
+	}
+}
+
+// lockd leave sends its request again while the node answers 503
+// not_applied (no leader took it: an election), and only then: any other
+// failure is reported at once.
+func TestLeaveResendsWhatWasNotApplied(t *testing.T) {
+	for _, tc := range []struct {
+		notApplied bool
+		code, sent int32
+	}{{true, 0, 3}, {false, 1, 1}} {
+		var sent atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method+" "+r.URL.Path != "POST /v1/agent/leave" {
+				http.NotFound(w, r)
+				return
+			}
+			if sent.Add(1) < 3 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeNoLeader,
+					Message: "electing", NotApplied: tc.notApplied}})
+				return
+			}
+			w.Write([]byte("{}"))
+		}))
+		code := leave([]string{"--addr", srv.Listener.Addr().String()})
+		srv.Close()
+		if int32(code) != tc.code || sent.Load() != tc.sent {
+			t.Errorf("not_applied %v: exit %d after %d sends, want %d after %d", tc.notApplied, code, sent.Load(), tc.code, tc.sent)
+		}
 	}
 }
