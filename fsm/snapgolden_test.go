@@ -51,7 +51,7 @@ var goldenTables = []struct {
 	{"acl", aclState, true},
 	{"token-limits", tokenLimitsState, true},
 	{"denied", deniedState, true},
-	{"every-kind", everyKindState, true},
+	{"shared-ids", sharedIDsState, true},
 	{"generated-acl", generatedACLState, true},
 	{"big", bigState, false},
 }
@@ -74,9 +74,9 @@ func deniedState(t testing.TB) *driver {
 	return d
 }
 
-// everyKindState has a record of every kind Export writes, and a request
-// id that two sessions share (snapshot format 6).
-func everyKindState(t testing.TB) *driver {
+// sharedIDsState is deniedState with a request id that two sessions share
+// (snapshot format 6).
+func sharedIDsState(t testing.TB) *driver {
 	d := deniedState(t)
 	for _, name := range []string{"shared/a", "shared/b"} {
 		s := d.session(func(c *lockstate.CreateSession) { c.Auth = mgmtToken })

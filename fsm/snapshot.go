@@ -66,7 +66,11 @@ import (
 // cluster that does not use ACLs, session keys, revocation, token limits,
 // the deny list or shared request ids can still send its snapshots to a
 // node of the build before them.
-const SnapshotFormat = 6
+const SnapshotFormat = snapshotFormatSharedIDs
+
+// snapshotFormatSharedIDs is format 6, the first whose sessions may share
+// a request id.
+const snapshotFormatSharedIDs = 6
 
 // snapshotFormat5 is format 6 without shared request ids, still written
 // for a table where no two sessions share one.
@@ -139,10 +143,10 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // streamFormat returns the snapshot format of a stream of recs (see
-// SnapshotFormat): the oldest that carries each of them, 2 at least, or
-// SnapshotFormat for a table whose sessions share request ids. It fails
-// for a record whose kind has no row in recordKinds, or not in their
-// order.
+// SnapshotFormat): the oldest that carries each of them, 2 at least, and
+// format 6 at least for a table whose sessions share request ids. It
+// fails for a record whose kind has no row in recordKinds, or not in
+// their order.
 func streamFormat(recs []lockstate.Record, sharedIDs bool) (int, error) {
 	format, k := snapshotFormat2, 0
 	for i, rec := range recs {
@@ -152,7 +156,7 @@ func streamFormat(recs []lockstate.Record, sharedIDs bool) (int, error) {
 		format = max(format, recordKinds[k].formatFor(rec))
 	}
 	if sharedIDs {
-		format = SnapshotFormat
+		format = max(format, snapshotFormatSharedIDs)
 	}
 	return format, nil
 }
@@ -316,8 +320,8 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 	if hdr.Applied < tab.Index() {
 		return hdr, nil, fmt.Errorf("applied index %d is before the table's %d", hdr.Applied, tab.Index())
 	}
-	if hdr.Format < SnapshotFormat && tab.SharesRequestIDs() {
-		return hdr, nil, fmt.Errorf("format %d snapshot whose sessions share request ids, which only format %d holds", hdr.Format, SnapshotFormat)
+	if hdr.Format < snapshotFormatSharedIDs && tab.SharesRequestIDs() {
+		return hdr, nil, fmt.Errorf("format %d snapshot whose sessions share request ids, which format %d is the first to hold", hdr.Format, snapshotFormatSharedIDs)
 	}
 	return hdr, tab, nil
 }

@@ -17,7 +17,10 @@ import (
 // integer codes and in range, strings only from str codes, structs only
 // from maps with string keys, no repeated keys. Every length is checked
 // against the bytes left before anything is allocated for it. Restore
-// reads snapshot records with it too (records.go), for the same reasons.
+// reads snapshot records with it too, for the same reasons. The decoders
+// of commands and records that drive it, and the encoders of records, are
+// generated from the types' msgpack tags (codec_gen.go, see
+// internal/codecgen).
 type mpReader struct {
 	b   []byte
 	pos int // read position; an index rather than reslicing b, which costs a write barrier per byte while the GC runs

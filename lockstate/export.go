@@ -156,6 +156,9 @@ func (l *Loader) Load(rec Record) error {
 // Table finishes the load and returns the table.
 func (l *Loader) Table() (*Table, error) {
 	t := l.t
+	if t == nil {
+		return nil, fmt.Errorf("lockstate: load: no header")
+	}
 	if l.counts != [3]int{l.h.Sessions, l.h.Nodes, l.h.Requests} {
 		return nil, fmt.Errorf("lockstate: load: got %v records, header says %d/%d/%d",
 			l.counts, l.h.Sessions, l.h.Nodes, l.h.Requests)

@@ -127,3 +127,26 @@ func TestDigestEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderHeaderFirst: a Loader takes the Header first and once.
+func TestLoaderHeaderFirst(t *testing.T) {
+	var l Loader
+	if err := l.Load(&SessionRecord{ID: 1}); err == nil {
+		t.Fatal("a session loaded before the header")
+	}
+	if _, err := l.Table(); err == nil {
+		t.Fatal("a table without a header")
+	}
+	if err := l.Load(&Header{Format: FormatVersion, Sessions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(&Header{Format: FormatVersion}); err == nil {
+		t.Fatal("a second header loaded")
+	}
+	if err := l.Load(&SessionRecord{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Table(); err != nil {
+		t.Fatal(err)
+	}
+}
