@@ -56,10 +56,9 @@ func nextDeadline(f *FSM) (d [2]int64) {
 func diffTables(a, b *FSM) string {
 	recs := func(f *FSM) (out []string) {
 		f.Read(func(t *lockstate.Table) {
-			_ = t.Export(func(rec any) error {
-				if h, ok := rec.(lockstate.Header); ok {
+			_ = t.Export(func(rec lockstate.Record) error {
+				if h, ok := rec.(*lockstate.Header); ok {
 					h.Index = 0
-					rec = h
 				}
 				out = append(out, sprintRecord(rec))
 				return nil

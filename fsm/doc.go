@@ -19,6 +19,33 @@
 // command from there or from its own type, never from a list of their
 // own; TestRegistryComplete fails for a command that misses a part.
 //
+// # The registry of snapshot records
+//
+// records.go holds, beside it, the only list of snapshot record kinds
+// (recordKinds): a row per kind of lockstate.Record, in the stream's order,
+// with its tag, its name, the snapshot format it came in (and a later one
+// for a record that needs it: a token with limits of its own), its encoder
+// and its decoder. The record type itself says how the loader takes it
+// and what it adds to the digest (lockstate.Record's methods). Snapshot
+// chooses the format by the rows, Persist writes each record through its
+// row and counts the trailer from the stream, Restore accepts a tag only
+// in its place and its format and decodes and loads through the row;
+// TestRecordRegistryComplete and TestEveryRecordKind fail for a kind that
+// misses a part.
+//
+// # Codecs
+//
+// Entries and snapshot records are msgpack maps keyed by the msgpack tags
+// of the lockstate types. Encode writes commands with the msgpack library;
+// everything else, the decoders of commands and records and the encoders
+// of records, is straight-line code generated from those tags by go
+// generate (internal/codecgen, into codec_gen.go), so that each field's
+// wire name is written once, in its tag, and read and written without
+// reflection: the library's reflection cost as much per entry as applying
+// it, and seconds on a snapshot of a million locks. TestCodecGenerated
+// fails when codec_gen.go is not what the types make; TestCodecEveryField
+// and TestRecordCodec check both directions against the library.
+//
 // # Checksums
 //
 // Since FormatChecksummed Encode wraps every command in an envelope with
@@ -80,15 +107,16 @@
 // lookups by id (Release, Cancel) answer as before in any table where no
 // two sessions share an id, which only flagged acquires can make.
 //
-// Snapshots are gated by content only: Persist writes format 6 for a
-// table in which two sessions share a request id, format 5 for a table
-// that denies a certificate, format 4 for a table
-// with a token that has its own limits, format 3 for a table that has ACL
-// state, session keys or revocations, which only FormatACL entries can
-// create, and format 2 otherwise. A voter on a build before
-// FormatChecksummed cannot install a format 2 snapshot from an upgraded leader
-// (raft retries until it is upgraded), and a node that has taken a
-// snapshot cannot go back to a build that does not read its format.
+// Snapshots are gated by content only: Persist writes the oldest format
+// that carries every record of the table, as the registry of records says
+// (format 3 for a table that has ACL state, session keys or revocations,
+// which only FormatACL entries can create, 4 for a token that has its own
+// limits, 5 for a table that denies a certificate), format 6 for a table
+// in which two sessions share a request id, and format 2 otherwise. A
+// voter on a build before FormatChecksummed cannot install a format 2
+// snapshot from an upgraded leader (raft retries until it is upgraded),
+// and a node that has taken a snapshot cannot go back to a build that
+// does not read its format.
 //
 // Readers look at the table under a read lock (FSM.Read), wait for the
 // FSM's own applied index (FSM.WaitApplied, FSM.Changed) and follow what

@@ -195,8 +195,11 @@ func FuzzRestore(f *testing.F) {
 // if b does not start with the two headers.
 func declaredRecords(b []byte) int {
 	rr, _, err := openSnapshot(bytes.NewReader(b))
+	if err != nil {
+		return 0
+	}
 	var th lockstate.Header
-	if err != nil || rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }) != nil {
+	if t, err := rr.tag(); err != nil || t != recTable || rr.decode(func(r *mpReader) error { return decodeHeader(r, &th) }) != nil {
 		return 0
 	}
 	return max(th.Sessions, th.Nodes, th.Requests)
@@ -212,24 +215,20 @@ func FuzzRecordDecode(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8(kindOf[snapshotHeader]()), appendSnapshotHeader(nil, &hdr))
+		f.Add(uint8(codecIndex[snapshotHeader]()), appendSnapshotHeader(nil, &hdr))
 		for {
 			t, err := rr.tag()
-			if err != nil {
+			if err != nil || t == recEnd && hdr.Format == snapshotFormat1 {
 				break
 			}
-			k := map[recordType]int{recTable: kindOf[lockstate.Header](),
-				recSession: kindOf[lockstate.SessionRecord](), recNode: kindOf[lockstate.NodeRecord](),
-				recRequest: kindOf[lockstate.RequestRecord](), recEnd: kindOf[snapshotTrailer](),
-				recSessionExtra: kindOf[lockstate.SessionExtraRecord](), recACL: kindOf[lockstate.ACLRecord](),
-				recToken: kindOf[lockstate.TokenRecord]()}[t]
-			if t == recEnd && hdr.Format == snapshotFormat1 {
-				break
+			k := codecIndex[snapshotTrailer]()
+			if t != recEnd {
+				k = int(kindByTag[t]) // the registry's kinds come first in codecs
 			}
 			var rec []byte
 			_ = rr.read(func(r *mpReader) error {
 				start := r.pos
-				_, n, err := decodeRecord(recordKinds[k], r.left())
+				_, n, err := decodeRecord(codecs[k], r.left())
 				r.pos += n
 				rec = bytes.Clone(r.b[start:r.pos])
 				return err
@@ -238,7 +237,7 @@ func FuzzRecordDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		k := recordKinds[int(which)%len(recordKinds)]
+		k := codecs[int(which)%len(codecs)]
 		rec, n, err := decodeRecord(k, b)
 		if err != nil {
 			return

@@ -1,296 +1,200 @@
 package fsm
 
 import (
+	"fmt"
+	"reflect"
+
 	"github.com/lockd/lockd/lockstate"
 )
 
-// Snapshot records are written and read by hand, like commands (see
-// wire.go): msgpack's reflection encoder and decoder cost several seconds
-// on a table of a million locks, most of a restore. The stream is what
-// msgpack itself writes for these types with UseCompactInts, maps keyed by
-// the records' msgpack tags in field order; TestRecordCodec checks both
-// directions against the library on random records with every field set,
-// so a field added to or renamed in lockstate fails it until it is added
-// here. Records carry no omitempty fields, so every map must hold exactly
-// its type's fields; LockSpec, shared with commands, omits zero weights and
-// limits and is read by decodeLockSpec.
+//go:generate go run ./internal/cmd/codecgen -o codec_gen.go
 
-// Minimum encoded sizes, for bounding a declared element count by the bytes
-// left: a record with every field zero is its smallest encoding.
-var (
-	minHoldSize  = len(appendHold(nil, &lockstate.HoldRecord{}))
-	minGrantSize = len(appendGrant(nil, &lockstate.Grant{}))
+// recordType tags each record in a snapshot stream. Values are stored in
+// snapshots: never reuse or renumber one. Tags are not in stream order:
+// recordKinds is.
+type recordType uint8
+
+const (
+	recHeader  recordType = 1 // snapshotHeader, the stream's own
+	recTable   recordType = 2
+	recSession recordType = 3
+	recNode    recordType = 4
+	recRequest recordType = 5
+	recEnd     recordType = 6 // the end: no body in format 1, the snapshotTrailer since; nothing may follow
+	// Since format 3:
+	recSessionExtra recordType = 7
+	recACL          recordType = 8
+	recToken        recordType = 9
+	// Since format 5:
+	recDeniedCert recordType = 10
 )
 
-func appendSnapshotHeader(b []byte, h *snapshotHeader) []byte {
-	b = appendMapLen(b, 2)
-	b = appendInt(appendStr(b, "format"), int64(h.Format))
-	return appendUint(appendStr(b, "applied"), h.Applied)
+// recordKinds is the registry of snapshot records, and the only list of
+// them: one row per kind of lockstate.Record, in the order the stream
+// carries them (Export's), each with its tag, its name, the oldest snapshot
+// format that carries it and its encoder and decoder (generated from its
+// msgpack tags into codec_gen.go). What a record does to the table and to
+// the digest its own type says (lockstate.Record). Snapshot, Persist (the
+// format it chooses, the records and the trailer's count) and Restore (the
+// tags it accepts in a format, their order, the decoders and the loader)
+// all go by this list; the stream's framing, the header record before the
+// kinds and the end after them, is snapshot.go's. docs/architecture.md
+// ("Adding a snapshot record kind") walks through adding one;
+// TestRecordRegistryComplete fails for a kind that misses a part.
+var recordKinds = []recordKind{
+	record(recTable, "table header", snapshotFormat1, appendHeader, decodeHeader).once(),
+	record(recSession, "session", snapshotFormat1, appendSessionRecord, decodeSessionRecord),
+	record(recNode, "node", snapshotFormat1, appendNodeRecord, decodeNodeRecord).reusing(),
+	record(recRequest, "request", snapshotFormat1, appendRequestRecord, decodeRequestRecord),
+	record(recSessionExtra, "session extra", snapshotFormat3, appendSessionExtraRecord, decodeSessionExtraRecord),
+	record(recACL, "acl", snapshotFormat3, appendACLRecord, decodeACLRecord).once(),
+	record(recToken, "token", snapshotFormat3, appendTokenRecord, decodeTokenRecord).formatOf(tokenFormat),
+	record(recDeniedCert, "denied certificate", snapshotFormat5, appendDeniedCertRecord, decodeDeniedCertRecord),
 }
 
-func decodeSnapshotHeader(r *mpReader, h *snapshotHeader) error {
-	return r.readFields(2, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "format":
-			return 1 << 0, readInt(r, &h.Format)
-		case "applied":
-			return 1 << 1, readUint(r, &h.Applied)
-		}
-		return 0, nil
-	})
-}
-
-// snapshotTrailer ends a format 2 snapshot, after recEnd.
-type snapshotTrailer struct {
-	Records uint64 `msgpack:"records"` // records before recEnd, the header and table header included
-}
-
-func appendTrailer(b []byte, t *snapshotTrailer) []byte {
-	return appendUint(appendStr(appendMapLen(b, 1), "records"), t.Records)
-}
-
-func decodeTrailer(r *mpReader, t *snapshotTrailer) error {
-	return r.readFields(1, func(k []byte) (uint32, error) {
-		if string(k) == "records" {
-			return 1 << 0, readUint(r, &t.Records)
-		}
-		return 0, nil
-	})
-}
-
-func appendTableHeader(b []byte, h *lockstate.Header) []byte {
-	b = appendMapLen(b, 8)
-	b = appendInt(appendStr(b, "format"), int64(h.Format))
-	b = appendUint(appendStr(b, "index"), h.Index)
-	b = appendInt(appendStr(b, "clock"), h.Clock)
-	b = appendUint(appendStr(b, "seq"), h.Seq)
-	b = appendUint(appendStr(b, "forgotten"), h.Forgotten)
-	b = appendInt(appendStr(b, "sessions"), int64(h.Sessions))
-	b = appendInt(appendStr(b, "nodes"), int64(h.Nodes))
-	return appendInt(appendStr(b, "requests"), int64(h.Requests))
-}
-
-func decodeTableHeader(r *mpReader, h *lockstate.Header) error {
-	return r.readFields(8, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "format":
-			return 1 << 0, readInt(r, &h.Format)
-		case "index":
-			return 1 << 1, readUint(r, &h.Index)
-		case "clock":
-			return 1 << 2, readInt(r, &h.Clock)
-		case "seq":
-			return 1 << 3, readUint(r, &h.Seq)
-		case "forgotten":
-			return 1 << 4, readUint(r, &h.Forgotten)
-		case "sessions":
-			return 1 << 5, readInt(r, &h.Sessions)
-		case "nodes":
-			return 1 << 6, readInt(r, &h.Nodes)
-		case "requests":
-			return 1 << 7, readInt(r, &h.Requests)
-		}
-		return 0, nil
-	})
-}
-
-func appendSession(b []byte, s *lockstate.SessionRecord) []byte {
-	b = appendMapLen(b, 7)
-	b = appendUint(appendStr(b, "id"), uint64(s.ID))
-	b = appendStr(appendStr(b, "name"), s.Name)
-	b = appendInt(appendStr(b, "ttl"), int64(s.TTL))
-	b = appendStr(appendStr(b, "on_deadlock"), string(s.OnDeadlock))
-	b = appendBool(appendStr(b, "ordered"), s.Ordered)
-	b = appendInt(appendStr(b, "lock_delay"), int64(s.LockDelay))
-	return appendSlice(appendStr(b, "done"), s.Done, func(b []byte, id *string) []byte { return appendStr(b, *id) })
-}
-
-func decodeSession(r *mpReader, s *lockstate.SessionRecord) error {
-	return r.readFields(7, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "id":
-			return 1 << 0, readUint(r, &s.ID)
-		case "name":
-			return 1 << 1, readString(r, &s.Name)
-		case "ttl":
-			return 1 << 2, readInt(r, &s.TTL)
-		case "on_deadlock":
-			return 1 << 3, readString(r, &s.OnDeadlock)
-		case "ordered":
-			return 1 << 4, readBool(r, &s.Ordered)
-		case "lock_delay":
-			return 1 << 5, readInt(r, &s.LockDelay)
-		case "done":
-			return 1 << 6, readList(r, &s.Done, 1, func(id *string) error { return readString(r, id) })
-		}
-		return 0, nil
-	})
-}
-
-func appendNode(b []byte, n *lockstate.NodeRecord) []byte {
-	b = appendMapLen(b, 5)
-	b = appendStr(appendStr(b, "name"), n.Name)
-	b = appendUint(appendStr(b, "version"), n.Version)
-	b = appendInt(appendStr(b, "limit"), int64(n.Limit))
-	b = appendInt(appendStr(b, "delay_until"), n.DelayUntil)
-	return appendSlice(appendStr(b, "holds"), n.Holds, appendHold)
-}
-
-// decodeNode decodes a node record into n, reusing n.Holds's array when it
-// is large enough: the loader copies holds out of the record, and reusing
-// saves an allocation per lock on a restore.
-func decodeNode(r *mpReader, n *lockstate.NodeRecord) error {
-	return r.readFields(5, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "name":
-			return 1 << 0, readString(r, &n.Name)
-		case "version":
-			return 1 << 1, readUint(r, &n.Version)
-		case "limit":
-			return 1 << 2, readInt(r, &n.Limit)
-		case "delay_until":
-			return 1 << 3, readInt(r, &n.DelayUntil)
-		case "holds":
-			return 1 << 4, readList(r, &n.Holds, minHoldSize, func(h *lockstate.HoldRecord) error { return decodeHold(r, h) })
-		}
-		return 0, nil
-	})
-}
-
-func appendHold(b []byte, h *lockstate.HoldRecord) []byte {
-	b = appendMapLen(b, 7)
-	b = appendUint(appendStr(b, "session"), uint64(h.Session))
-	b = appendUint(appendStr(b, "mode"), uint64(h.Mode))
-	b = appendInt(appendStr(b, "weight"), int64(h.Weight))
-	b = appendInt(appendStr(b, "count"), int64(h.Count))
-	b = appendUint(appendStr(b, "token"), h.Token)
-	b = appendInt(appendStr(b, "expires"), h.Expires)
-	return appendUint(appendStr(b, "granted"), h.Granted)
-}
-
-func decodeHold(r *mpReader, h *lockstate.HoldRecord) error {
-	return r.readFields(7, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "session":
-			return 1 << 0, readUint(r, &h.Session)
-		case "mode":
-			return 1 << 1, readUint(r, &h.Mode)
-		case "weight":
-			return 1 << 2, readInt(r, &h.Weight)
-		case "count":
-			return 1 << 3, readInt(r, &h.Count)
-		case "token":
-			return 1 << 4, readUint(r, &h.Token)
-		case "expires":
-			return 1 << 5, readInt(r, &h.Expires)
-		case "granted":
-			return 1 << 6, readUint(r, &h.Granted)
-		}
-		return 0, nil
-	})
-}
-
-func appendRequest(b []byte, q *lockstate.RequestRecord) []byte {
-	b = appendMapLen(b, 15)
-	b = appendStr(appendStr(b, "id"), q.ID)
-	b = appendUint(appendStr(b, "session"), uint64(q.Session))
-	b = appendUint(appendStr(b, "seq"), q.Seq)
-	b = appendSlice(appendStr(b, "locks"), q.Locks, appendLockSpec)
-	b = appendStr(appendStr(b, "require"), string(q.Require))
-	b = appendInt(appendStr(b, "need"), int64(q.Need))
-	b = appendInt(appendStr(b, "hold_ttl"), int64(q.HoldTTL))
-	b = appendInt(appendStr(b, "deadline"), q.Deadline)
-	b = appendInt(appendStr(b, "restore"), int64(q.Restore))
-	b = appendStr(appendStr(b, "status"), string(q.Status))
-	b = appendUint(appendStr(b, "token"), q.Token)
-	b = appendSlice(appendStr(b, "granted"), q.Granted, appendGrant)
-	b = appendUint(appendStr(b, "created"), q.Created)
-	b = appendUint(appendStr(b, "ended"), q.Ended)
-	return appendSlice(appendStr(b, "upgrade"), q.Upgrade, func(b []byte, u *bool) []byte { return appendBool(b, *u) })
-}
-
-// decodeRequest decodes a request record into q, which must be zero: the
-// loader keeps its Locks and Granted.
-func decodeRequest(r *mpReader, q *lockstate.RequestRecord) error {
-	return r.readFields(15, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "id":
-			return 1 << 0, readString(r, &q.ID)
-		case "session":
-			return 1 << 1, readUint(r, &q.Session)
-		case "seq":
-			return 1 << 2, readUint(r, &q.Seq)
-		case "locks":
-			return 1 << 3, readList(r, &q.Locks, 1, func(sp *lockstate.LockSpec) error { return decodeLockSpec(r, sp) })
-		case "require":
-			return 1 << 4, readString(r, &q.Require)
-		case "need":
-			return 1 << 5, readInt(r, &q.Need)
-		case "hold_ttl":
-			return 1 << 6, readInt(r, &q.HoldTTL)
-		case "deadline":
-			return 1 << 7, readInt(r, &q.Deadline)
-		case "restore":
-			return 1 << 8, readInt(r, &q.Restore)
-		case "status":
-			return 1 << 9, readString(r, &q.Status)
-		case "token":
-			return 1 << 10, readUint(r, &q.Token)
-		case "granted":
-			return 1 << 11, readList(r, &q.Granted, minGrantSize, func(g *lockstate.Grant) error { return decodeGrant(r, g) })
-		case "created":
-			return 1 << 12, readUint(r, &q.Created)
-		case "ended":
-			return 1 << 13, readUint(r, &q.Ended)
-		case "upgrade":
-			return 1 << 14, readList(r, &q.Upgrade, 1, func(u *bool) error { return readBool(r, u) })
-		}
-		return 0, nil
-	})
-}
-
-// appendLockSpec writes a LockSpec as commands carry it: weight and limit
-// are omitempty.
-func appendLockSpec(b []byte, sp *lockstate.LockSpec) []byte {
-	n := 2
-	if sp.Weight != 0 {
-		n++
+// tokenFormat: a token with limits of its own needs format 4.
+func tokenFormat(rec lockstate.Record) int {
+	if rec.(*lockstate.TokenRecord).Limits != nil {
+		return snapshotFormat4
 	}
-	if sp.Limit != 0 {
-		n++
-	}
-	b = appendMapLen(b, n)
-	b = appendStr(appendStr(b, "name"), sp.Name)
-	b = appendUint(appendStr(b, "mode"), uint64(sp.Mode))
-	if sp.Weight != 0 {
-		b = appendInt(appendStr(b, "weight"), int64(sp.Weight))
-	}
-	if sp.Limit != 0 {
-		b = appendInt(appendStr(b, "limit"), int64(sp.Limit))
-	}
-	return b
+	return snapshotFormat3
 }
 
-func appendGrant(b []byte, g *lockstate.Grant) []byte {
-	b = appendMapLen(b, 4)
-	b = appendStr(appendStr(b, "name"), g.Name)
-	b = appendUint(appendStr(b, "mode"), uint64(g.Mode))
-	b = appendInt(appendStr(b, "weight"), int64(g.Weight))
-	return appendUint(appendStr(b, "token"), g.Token)
+// recordKind is one row of the record registry.
+type recordKind struct {
+	tag   recordType
+	name  string
+	since int          // the oldest snapshot format that carries the kind
+	typ   reflect.Type // the record's Go type, a pointer
+	// single: at most one record of the kind in a stream.
+	single bool
+	// reuse: a restore decodes each record of the kind over the one
+	// before, reusing its slices' arrays, which saves an allocation a
+	// record; for a kind whose load copies its slices out and whose
+	// fields are all written (and so all decoded) every time.
+	reuse  bool
+	put    func(b []byte, rec lockstate.Record) []byte // appends rec's body
+	format func(rec lockstate.Record) int              // the format rec needs; nil: since
+	reader func(reuse bool) kindReader
 }
 
-func decodeGrant(r *mpReader, g *lockstate.Grant) error {
-	return r.readFields(4, func(k []byte) (uint32, error) {
-		switch string(k) {
-		case "name":
-			return 1 << 0, readString(r, &g.Name)
-		case "mode":
-			return 1 << 1, readUint(r, &g.Mode)
-		case "weight":
-			return 1 << 2, readInt(r, &g.Weight)
-		case "token":
-			return 1 << 3, readUint(r, &g.Token)
-		}
-		return 0, nil
-	})
+// record makes the registry row of the record type *T from its encoder
+// and decoder.
+func record[T any, P interface {
+	*T
+	lockstate.Record
+}](tag recordType, name string, since int, put func([]byte, P) []byte, decode func(*mpReader, P) error) recordKind {
+	return recordKind{tag: tag, name: name, since: since, typ: reflect.TypeFor[P](),
+		put:    func(b []byte, rec lockstate.Record) []byte { return put(b, rec.(P)) },
+		reader: func(reuse bool) kindReader { return &kindReaderOf[T, P]{dec: decode, reuse: reuse} },
+	}
+}
+
+// once returns the row for a kind a stream holds at most one of.
+func (k recordKind) once() recordKind {
+	k.single = true
+	return k
+}
+
+// reusing returns the row for a kind whose records a restore may decode
+// over each other (see recordKind.reuse).
+func (k recordKind) reusing() recordKind {
+	k.reuse = true
+	return k
+}
+
+// formatOf returns the row for a kind some of whose records need a later
+// format than its own, as format says.
+func (k recordKind) formatOf(format func(rec lockstate.Record) int) recordKind {
+	k.format = format
+	return k
+}
+
+// formatFor returns the oldest snapshot format that carries rec, of kind k.
+func (k *recordKind) formatFor(rec lockstate.Record) int {
+	if k.format != nil {
+		return k.format(rec)
+	}
+	return k.since
+}
+
+// kindReader decodes a restore's records of one kind, each into the same
+// record, which the loader does not keep.
+type kindReader interface {
+	decode(r *mpReader) error
+	record() lockstate.Record // the record last decoded
+}
+
+type kindReaderOf[T any, P interface {
+	*T
+	lockstate.Record
+}] struct {
+	rec   T
+	reuse bool
+	dec   func(*mpReader, P) error
+}
+
+func (kr *kindReaderOf[T, P]) decode(r *mpReader) error {
+	if !kr.reuse {
+		var zero T
+		kr.rec = zero
+	}
+	return kr.dec(r, &kr.rec)
+}
+
+func (kr *kindReaderOf[T, P]) record() lockstate.Record { return P(&kr.rec) }
+
+// kindByTag maps a tag to its recordKinds index, -1 for a tag that is not
+// a kind's.
+var kindByTag = func() (m [256]int8) {
+	for i := range m {
+		m[i] = -1
+	}
+	for i, k := range recordKinds {
+		m[k.tag] = int8(i)
+	}
+	return m
+}()
+
+// kindOf returns t's row, or nil if t is not a kind's tag.
+func kindOf(t recordType) *recordKind {
+	if i := kindByTag[t]; i >= 0 {
+		return &recordKinds[i]
+	}
+	return nil
+}
+
+// nextKind returns the index of rec's kind in recordKinds, looking from
+// index k on (records come in the registry's order), or len(recordKinds)
+// if it is not there.
+func nextKind(k int, rec lockstate.Record) int {
+	for t := reflect.TypeOf(rec); k < len(recordKinds) && recordKinds[k].typ != t; k++ {
+	}
+	return k
+}
+
+// position is a record type's place in the stream: the header first, the
+// kinds in their order, the end last; -1 for a tag of none of them.
+func (t recordType) position() int {
+	switch {
+	case t == recHeader:
+		return 0
+	case t == recEnd:
+		return len(recordKinds) + 1
+	case kindByTag[t] >= 0:
+		return int(kindByTag[t]) + 1
+	}
+	return -1
+}
+
+func (t recordType) String() string {
+	switch k := kindOf(t); {
+	case t == recHeader:
+		return "header"
+	case t == recEnd:
+		return "end"
+	case k != nil:
+		return k.name
+	}
+	return fmt.Sprintf("record type %d", uint8(t))
 }

@@ -13,50 +13,64 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// recordKind is one type the snapshot stream carries, with its hand-written
+// codec is one type the snapshot stream carries, with its generated
 // encoder and decoder.
-type recordKind struct {
+type codec struct {
 	typ    reflect.Type // a pointer type
 	append func(b []byte, rec any) []byte
 	decode func(r *mpReader, rec any) error
 }
 
-func kind[T any](app func([]byte, *T) []byte, dec func(*mpReader, *T) error) recordKind {
-	return recordKind{
+func codecOf[T any](app func([]byte, *T) []byte, dec func(*mpReader, *T) error) codec {
+	return codec{
 		typ:    reflect.TypeFor[*T](),
 		append: func(b []byte, rec any) []byte { return app(b, rec.(*T)) },
 		decode: func(r *mpReader, rec any) error { return dec(r, rec.(*T)) },
 	}
 }
 
-// recordKinds lists every record of a snapshot and every struct nested in
-// one.
-var recordKinds = []recordKind{
-	kind(appendSnapshotHeader, decodeSnapshotHeader),
-	kind(appendTrailer, decodeTrailer),
-	kind(appendTableHeader, decodeTableHeader),
-	kind(appendSession, decodeSession),
-	kind(appendNode, decodeNode),
-	kind(appendHold, decodeHold),
-	kind(appendRequest, decodeRequest),
-	kind(appendLockSpec, decodeLockSpec),
-	kind(appendGrant, decodeGrant),
-	kind(appendSessionExtra, decodeSessionExtra),
-	kind(appendRevocation, decodeRevocation),
-	kind(appendACL, decodeACL),
-	kind(appendToken, func(r *mpReader, t *lockstate.TokenRecord) error { return decodeToken(r, t, true) }),
-	kind(appendRule, decodeRule),
-	kind(appendDeniedCert, decodeDeniedCert),
+// kindCodec is the codec of a kind of the record registry, through its
+// row: the encoder and the decoder a snapshot and a restore use.
+func kindCodec(k *recordKind) codec {
+	return codec{
+		typ:    k.typ,
+		append: func(b []byte, rec any) []byte { return k.put(b, rec.(lockstate.Record)) },
+		decode: func(r *mpReader, rec any) error {
+			kr := k.reader(false)
+			err := kr.decode(r)
+			reflect.ValueOf(rec).Elem().Set(reflect.ValueOf(kr.record()).Elem())
+			return err
+		},
+	}
 }
 
-// kindOf returns the recordKinds index of *T.
-func kindOf[T any]() int {
-	for i, k := range recordKinds {
-		if k.typ == reflect.TypeFor[*T]() {
+// codecs lists every record of a snapshot: each kind of the registry, the
+// stream's own header and trailer, and every struct nested in a kind.
+var codecs = func() []codec {
+	var cs []codec
+	for i := range recordKinds {
+		cs = append(cs, kindCodec(&recordKinds[i]))
+	}
+	return append(cs,
+		codecOf(appendSnapshotHeader, decodeSnapshotHeader),
+		codecOf(appendSnapshotTrailer, decodeSnapshotTrailer),
+		codecOf(appendHoldRecord, decodeHoldRecord),
+		codecOf(appendLockSpec, decodeLockSpec),
+		codecOf(appendGrant, decodeGrant),
+		codecOf(appendRevocation, decodeRevocation),
+		codecOf(appendRule, decodeRule),
+		codecOf(appendTokenLimits, decodeTokenLimits),
+	)
+}()
+
+// codecIndex returns the codecs index of *T.
+func codecIndex[T any]() int {
+	for i, c := range codecs {
+		if c.typ == reflect.TypeFor[*T]() {
 			return i
 		}
 	}
-	panic("no record kind for " + reflect.TypeFor[T]().String())
+	panic("no codec for " + reflect.TypeFor[T]().String())
 }
 
 // libEncode encodes v as the snapshot writer did before records were
@@ -74,7 +88,7 @@ func libEncode(t testing.TB, v any, compact bool) []byte {
 
 // libDecodeRecord decodes b into a new value of k's type with msgpack's
 // reflection decoder. Only give it bytes k.decode accepted (see scan.go).
-func libDecodeRecord(t testing.TB, k recordKind, b []byte) any {
+func libDecodeRecord(t testing.TB, k codec, b []byte) any {
 	t.Helper()
 	v := reflect.New(k.typ.Elem()).Interface()
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
@@ -87,7 +101,7 @@ func libDecodeRecord(t testing.TB, k recordKind, b []byte) any {
 
 // decodeRecord decodes one value of k's type from the start of b and
 // returns it with the bytes it took.
-func decodeRecord(k recordKind, b []byte) (any, int, error) {
+func decodeRecord(k codec, b []byte) (any, int, error) {
 	v := reflect.New(k.typ.Elem()).Interface()
 	r := mpReader{b: b}
 	err := k.decode(&r, v)
@@ -97,7 +111,7 @@ func decodeRecord(k recordKind, b []byte) (any, int, error) {
 // checkRecord checks rec both ways against msgpack: the hand encoder writes
 // what msgpack writes, and the decoder reads it, and msgpack's plain
 // (non-compact) encoding, back into rec, as msgpack's decoder does.
-func checkRecord(t *testing.T, k recordKind, rec any) {
+func checkRecord(t *testing.T, k codec, rec any) {
 	t.Helper()
 	want := libEncode(t, rec, true)
 	got := k.append(nil, rec)
@@ -121,12 +135,12 @@ func checkRecord(t *testing.T, k recordKind, rec any) {
 	}
 }
 
-// TestRecordCodec cross-checks the record encoders and decoders against
-// msgpack's reflection codec: with every field set (a field added to or
-// renamed in lockstate fails here until records.go knows it), and on
-// random records whose values cross every size boundary of the format.
+// TestRecordCodec cross-checks the generated record encoders and decoders
+// against msgpack's reflection codec: with every field set (codec_gen.go
+// must have been generated from the types as they are), and on random
+// records whose values cross every size boundary of the format.
 func TestRecordCodec(t *testing.T) {
-	for _, k := range recordKinds {
+	for _, k := range codecs {
 		v := reflect.New(k.typ).Elem()
 		fill(v, 1)
 		checkRecord(t, k, v.Interface())
@@ -137,15 +151,15 @@ func TestRecordCodec(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
-		k := recordKinds[i%len(recordKinds)]
+		k := codecs[i%len(codecs)]
 		v := reflect.New(k.typ).Elem()
 		randFill(v, r)
 		checkRecord(t, k, v.Interface())
 	}
 	// Arrays of 2^16 elements or more, and strings as long, take the 32-bit
 	// length forms.
-	checkRecord(t, recordKinds[kindOf[lockstate.SessionRecord]()], &lockstate.SessionRecord{ID: 1, Name: strings.Repeat("n", 1<<16), Done: make([]string, 1<<16)})
-	checkRecord(t, recordKinds[kindOf[lockstate.RequestRecord]()], &lockstate.RequestRecord{ID: "r", Upgrade: make([]bool, 70_000)})
+	checkRecord(t, codecs[codecIndex[lockstate.SessionRecord]()], &lockstate.SessionRecord{ID: 1, Name: strings.Repeat("n", 1<<16), Done: make([]string, 1<<16)})
+	checkRecord(t, codecs[codecIndex[lockstate.RequestRecord]()], &lockstate.RequestRecord{ID: "r", Upgrade: make([]bool, 70_000)})
 }
 
 var (
@@ -211,13 +225,19 @@ func randFill(v reflect.Value, r *rand.Rand) {
 	}
 }
 
-// TestDecodeNodeReusesHolds: a node decoded over an earlier one takes its
-// own holds only, in the array the earlier one had when it fits.
+// TestDecodeNodeReusesHolds: a restore decodes a node over the one before
+// (the registry row is reusing), and each takes its own holds only, in the
+// array the one before had when it fits.
 func TestDecodeNodeReusesHolds(t *testing.T) {
 	hold := func(s lockstate.SessionID) lockstate.HoldRecord {
 		return lockstate.HoldRecord{Session: s, Mode: lockstate.Read, Weight: 1, Count: 1, Token: uint64(s)}
 	}
-	var n lockstate.NodeRecord
+	k := kindOf(recNode)
+	if !k.reuse {
+		t.Fatal("node records are not decoded over each other")
+	}
+	kr := k.reader(k.reuse)
+	var last *lockstate.HoldRecord
 	for _, want := range []lockstate.NodeRecord{
 		{Name: "a", Version: 1, Holds: []lockstate.HoldRecord{hold(1), hold(2), hold(3)}},
 		{Name: "b", Version: 2, Limit: 3, Holds: []lockstate.HoldRecord{hold(4)}},
@@ -225,12 +245,47 @@ func TestDecodeNodeReusesHolds(t *testing.T) {
 		{Name: "d", DelayUntil: -5},
 		{Name: "e", Holds: []lockstate.HoldRecord{hold(5), hold(6), hold(7), hold(8)}},
 	} {
-		r := mpReader{b: appendNode(nil, &want)}
-		if err := decodeNode(&r, &n); err != nil {
+		if err := kr.decode(&mpReader{b: appendNodeRecord(nil, &want)}); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(n, want) {
+		n := kr.record().(*lockstate.NodeRecord)
+		if !reflect.DeepEqual(*n, want) {
 			t.Fatalf("got %+v, want %+v", n, want)
+		}
+		if want.Name == "b" && &n.Holds[0] != last {
+			t.Fatal("node b's single hold is not in node a's array")
+		}
+		if len(n.Holds) > 0 {
+			last = &n.Holds[0]
+		}
+	}
+}
+
+// TestReusingKindsDecodeWhole: a kind whose records a restore decodes over
+// each other decodes every one as a new record would be, so that nothing
+// of the one before stays (every field of theirs is written each time).
+func TestReusingKindsDecodeWhole(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range recordKinds {
+		k := &recordKinds[i]
+		if !k.reuse {
+			continue
+		}
+		c, kr := kindCodec(k), k.reader(true)
+		for range 200 {
+			v := reflect.New(k.typ.Elem())
+			randFill(v.Elem(), r)
+			b := c.append(nil, v.Interface())
+			fresh, _, err := decodeRecord(c, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kr.decode(&mpReader{b: b}); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(kr.record(), fresh) {
+				t.Fatalf("%s decoded over another:\n%+v\nnew:\n%+v", k.name, kr.record(), fresh)
+			}
 		}
 	}
 }
@@ -277,7 +332,7 @@ func TestRecordDecodeStrict(t *testing.T) {
 		return mpMap(mpStr("name"), mpStr("a"), mpStr("version"), mpUint(1), mpStr("limit"), mpUint(1),
 			mpStr("delay_until"), mpUint(0), mpStr("holds"), holds)
 	}
-	nodeKind := recordKinds[kindOf[lockstate.NodeRecord]()]
+	nodeKind := codecs[codecIndex[lockstate.NodeRecord]()]
 	if _, _, err := decodeRecord(nodeKind, node(mpArray(hold()))); err != nil {
 		t.Fatalf("base case: %v", err)
 	}

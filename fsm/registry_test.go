@@ -17,16 +17,16 @@ import (
 	"github.com/lockd/lockd/lockstate"
 )
 
-// lockstateCommands returns the names of the types in package lockstate
-// that have the methods of a Command (Validate and apply), read from its
-// source so that a command with no registry row shows up too.
-func lockstateCommands(t *testing.T) []string {
+// lockstateTypesWith returns the names of the types in package lockstate
+// whose pointers have all of methods, read from its source so that a type
+// the registries miss shows up too.
+func lockstateTypesWith(t *testing.T, methods ...string) []string {
 	t.Helper()
 	files, err := filepath.Glob("../lockstate/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	methods := map[string][]string{}
+	has := map[string][]string{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -39,21 +39,25 @@ func lockstateCommands(t *testing.T) []string {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil {
 				if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
 					if id, ok := star.X.(*ast.Ident); ok {
-						methods[id.Name] = append(methods[id.Name], fn.Name.Name)
+						has[id.Name] = append(has[id.Name], fn.Name.Name)
 					}
 				}
 			}
 		}
 	}
 	var out []string
-	for typ, ms := range methods {
-		if slices.Contains(ms, "Validate") && slices.Contains(ms, "apply") {
+	for typ, ms := range has {
+		if !slices.ContainsFunc(methods, func(m string) bool { return !slices.Contains(ms, m) }) {
 			out = append(out, typ)
 		}
 	}
 	slices.Sort(out)
 	return out
 }
+
+// lockstateCommands returns the names of the types in package lockstate
+// that have the methods of a Command (Validate and apply).
+func lockstateCommands(t *testing.T) []string { return lockstateTypesWith(t, "Validate", "apply") }
 
 // TestRegistryComplete fails when a command misses a part of its path
 // through the layers (docs/architecture.md, "Adding a command"): a

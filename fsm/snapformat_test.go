@@ -76,8 +76,8 @@ type recordSpan struct {
 	start, end int
 }
 
-// records finds the records of a format 2 or 3 payload, the trailer last (as
-// part of the end record), decoding each with its decoder.
+// records finds the records of a format 2 (or later) payload, the trailer
+// last (as part of the end record), decoding each with its kind's decoder.
 func records(t testing.TB, payload []byte) []recordSpan {
 	t.Helper()
 	r := &mpReader{b: payload}
@@ -89,25 +89,11 @@ func records(t testing.TB, payload []byte) []recordSpan {
 			t.Fatalf("tag at %d: %v", start, err)
 		}
 		typ := recordType(tag)
-		switch typ {
-		case recTable:
-			err = decodeTableHeader(r, new(lockstate.Header))
-		case recSession:
-			err = decodeSession(r, new(lockstate.SessionRecord))
-		case recNode:
-			err = decodeNode(r, new(lockstate.NodeRecord))
-		case recRequest:
-			err = decodeRequest(r, new(lockstate.RequestRecord))
-		case recSessionExtra:
-			err = decodeSessionExtra(r, new(lockstate.SessionExtraRecord))
-		case recACL:
-			err = decodeACL(r, new(lockstate.ACLRecord))
-		case recToken:
-			err = decodeToken(r, new(lockstate.TokenRecord), true)
-		case recDeniedCert:
-			err = decodeDeniedCert(r, new(lockstate.DeniedCertRecord))
-		case recEnd:
-			err = decodeTrailer(r, new(snapshotTrailer))
+		switch k := kindOf(typ); {
+		case typ == recEnd:
+			err = decodeSnapshotTrailer(r, new(snapshotTrailer))
+		case k != nil:
+			err = k.reader(false).decode(r)
 		default:
 			t.Fatalf("record at %d: tag %d", start, tag)
 		}
@@ -190,7 +176,7 @@ func TestSnapshotFormat2(t *testing.T) {
 	}
 	var tr snapshotTrailer
 	end := spans[len(spans)-1]
-	if err := decodeTrailer(&mpReader{b: f.payload[end.start+2:]}, &tr); err != nil || tr.Records != uint64(len(spans)) {
+	if err := decodeSnapshotTrailer(&mpReader{b: f.payload[end.start+2:]}, &tr); err != nil || tr.Records != uint64(len(spans)) {
 		t.Fatalf("trailer %+v (%v), want %d records before the end", tr, err, len(spans))
 	}
 
@@ -257,7 +243,7 @@ func TestRestoreRejectsChunks(t *testing.T) {
 	end := records(t, f.payload)
 	last := end[len(end)-1]
 	withTrailer := func(n uint64) []byte {
-		return appendTrailer(appendTag(bytes.Clone(f.payload[:last.start]), recEnd), &snapshotTrailer{Records: n})
+		return appendSnapshotTrailer(appendTag(bytes.Clone(f.payload[:last.start]), recEnd), &snapshotTrailer{Records: n})
 	}
 	// The same records in 100-byte chunks restore: the reader does not rely
 	// on chunks starting at records.

@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime/debug"
-	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -22,9 +21,10 @@ import (
 // below). Restore reads formats 1 to 6.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
-// msgpack uint8 tag followed by the record (see records.go): the header,
-// the table header, sessions, nodes and requests (lockstate.Table.Export's
-// order), then recEnd, which has no body.
+// msgpack uint8 tag followed by the record: the header (snapshotHeader),
+// then the table's records (lockstate.Table.Export's: the table header,
+// sessions, nodes and requests), each with its kind's tag (the registry of
+// kinds, recordKinds, is in records.go), then recEnd, which has no body.
 //
 // Format 2 adds checksums. It starts with the header record
 // exactly as format 1 writes it, with format 2, so that a build that reads
@@ -42,29 +42,35 @@ import (
 // holds whole records, as many as fit, or a chunkSize piece of a longer
 // record (see chunkWriter); the reader relies on this only to name records.
 //
-// Format 3 (ACLs) is format 2 with three more record types after the
-// requests: session extras, the ACL state and tokens. Persist writes it
-// only for a table that has any of them, and format 2 otherwise, byte for
-// byte as before: a cluster that does not use ACLs, session keys or
-// revocation can still send its snapshots to a node of the build before.
+// Format 3 (ACLs) is format 2 with three more record kinds after the
+// requests: session extras, the ACL state and tokens.
 //
 // Format 4 is format 3 whose token records may carry the token's own
-// limits (lockstate.TokenLimits). Persist writes it only for a table with
-// such a token, and format 3 otherwise, byte for byte as before.
+// limits (lockstate.TokenLimits).
 //
-// Format 5 is format 4 with one more record type after the tokens: the
-// certificate deny list, one record per denied serial. Persist writes it
-// only for a table that denies a certificate, and an older format
-// otherwise, byte for byte as before.
+// Format 5 is format 4 with one more record kind after the tokens: the
+// certificate deny list, one record per denied serial.
 //
 // Format 6 is format 5 whose requests of two sessions may share a request
-// id (log format FormatSessionRequestIDs), records unchanged. Persist
-// writes it only for a table where two do, so that a build before it
-// refuses the snapshot by its version rather than by a load error, and an
-// older format otherwise, byte for byte as before. Restore refuses a
-// stream of an older format whose requests share an id: that format
-// cannot hold them.
-const SnapshotFormat = 6
+// id (log format FormatSessionRequestIDs), records unchanged. Restore
+// refuses a stream of an older format whose requests share an id: that
+// format cannot hold them.
+//
+// Persist writes the oldest format (2 at least) that carries every record
+// of the table, which each record's registry row says (the format its kind
+// came in, or a later one for a record that holds what only that one can:
+// a token with limits of its own), and format 6 for a table where two
+// sessions share a request id, so that a build before it refuses the
+// snapshot by its version rather than by a load error. A table that uses
+// nothing of a later format is written byte for byte as before it: a
+// cluster that does not use ACLs, session keys, revocation, token limits,
+// the deny list or shared request ids can still send its snapshots to a
+// node of the build before them.
+const SnapshotFormat = snapshotFormatSharedIDs
+
+// snapshotFormatSharedIDs is format 6, the first whose sessions may share
+// a request id.
+const snapshotFormatSharedIDs = 6
 
 // snapshotFormat5 is format 6 without shared request ids, still written
 // for a table where no two sessions share one.
@@ -93,66 +99,22 @@ const chunkSize = 64 << 10
 // its longest), which is read whole before the stream's format is known.
 const maxHeaderSize = 64
 
-// recordType tags each record in a snapshot stream. Values are stored in
-// snapshots: never reuse or renumber one.
-type recordType uint8
-
-const (
-	recHeader  recordType = 1 // snapshotHeader
-	recTable   recordType = 2 // lockstate.Header
-	recSession recordType = 3 // lockstate.SessionRecord
-	recNode    recordType = 4 // lockstate.NodeRecord
-	recRequest recordType = 5 // lockstate.RequestRecord
-	recEnd     recordType = 6 // no body in format 1; the trailer in format 2; nothing may follow
-	// Format 3, between the requests and recEnd:
-	recSessionExtra recordType = 7 // lockstate.SessionExtraRecord
-	recACL          recordType = 8 // lockstate.ACLRecord
-	recToken        recordType = 9 // lockstate.TokenRecord
-	// Format 5, after the tokens:
-	recDeniedCert recordType = 10 // lockstate.DeniedCertRecord
-)
-
-var recordNames = [...]string{recHeader: "header", recTable: "table header", recSession: "session",
-	recNode: "node", recRequest: "request", recEnd: "end", recSessionExtra: "session extra", recACL: "acl",
-	recToken: "token", recDeniedCert: "denied certificate"}
-
-// position is a record type's place in the stream (tags are not in stream
-// order since format 3 put records before recEnd).
-func (t recordType) position() int {
-	if t >= recSessionExtra && t <= recDeniedCert {
-		return int(t) - 1 // after recRequest (5), before recEnd
-	}
-	if t == recEnd {
-		return int(recDeniedCert)
-	}
-	return int(t)
-}
-
-func (t recordType) String() string {
-	if int(t) < len(recordNames) && recordNames[t] != "" {
-		return recordNames[t]
-	}
-	return fmt.Sprintf("record type %d", uint8(t))
-}
-
 // snapshotHeader opens a snapshot with the FSM's own state.
 type snapshotHeader struct {
 	Format  int    `msgpack:"format"`
 	Applied uint64 `msgpack:"applied"` // the FSM's applied index; may pass the table's after skipped entries
 }
 
+// snapshotTrailer ends a format 2 snapshot, after recEnd.
+type snapshotTrailer struct {
+	Records uint64 `msgpack:"records"` // records before recEnd, the header and table header included
+}
+
 // snapshot is a consistent copy of the table's export records, taken under
 // the lock by Snapshot and encoded by Persist while Apply goes on.
 type snapshot struct {
-	header   snapshotHeader
-	table    lockstate.Header
-	sessions []lockstate.SessionRecord
-	nodes    []lockstate.NodeRecord
-	requests []lockstate.RequestRecord
-	extras   []lockstate.SessionExtraRecord
-	acl      []lockstate.ACLRecord // zero or one
-	tokens   []lockstate.TokenRecord
-	denied   []lockstate.DeniedCertRecord
+	header snapshotHeader
+	recs   []lockstate.Record // in Export's order, which is recordKinds'
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -163,48 +125,40 @@ var _ raft.FSMSnapshot = (*snapshot)(nil)
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &snapshot{header: snapshotHeader{Format: SnapshotFormat, Applied: f.applied.Load()}}
-	err := f.table.Export(func(rec any) error {
-		switch r := rec.(type) {
-		case lockstate.Header:
-			s.table = r
-			s.sessions = make([]lockstate.SessionRecord, 0, r.Sessions)
-			s.nodes = make([]lockstate.NodeRecord, 0, r.Nodes)
-			s.requests = make([]lockstate.RequestRecord, 0, r.Requests)
-		case lockstate.SessionRecord:
-			s.sessions = append(s.sessions, r)
-		case lockstate.NodeRecord:
-			s.nodes = append(s.nodes, r)
-		case lockstate.RequestRecord:
-			s.requests = append(s.requests, r)
-		case lockstate.SessionExtraRecord:
-			s.extras = append(s.extras, r)
-		case lockstate.ACLRecord:
-			s.acl = append(s.acl, r)
-		case lockstate.TokenRecord:
-			s.tokens = append(s.tokens, r)
-		case lockstate.DeniedCertRecord:
-			s.denied = append(s.denied, r)
-		default:
-			return fmt.Errorf("unexpected export record %T", rec)
+	s := &snapshot{header: snapshotHeader{Applied: f.applied.Load()}}
+	err := f.table.Export(func(rec lockstate.Record) error {
+		if h, ok := rec.(*lockstate.Header); ok { // the first: it counts the bulk of the others
+			s.recs = make([]lockstate.Record, 0, 1+h.Sessions+h.Nodes+h.Requests)
 		}
+		s.recs = append(s.recs, rec)
 		return nil
 	})
+	if err == nil {
+		s.header.Format, err = streamFormat(s.recs, f.table.SharesRequestIDs())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fsm: snapshot at index %d: %w", s.header.Applied, err)
 	}
-	switch {
-	case f.table.SharesRequestIDs(): // SnapshotFormat
-	case len(s.denied) > 0:
-		s.header.Format = snapshotFormat5
-	case len(s.extras)+len(s.acl)+len(s.tokens) == 0:
-		s.header.Format = snapshotFormat2
-	case !slices.ContainsFunc(s.tokens, func(r lockstate.TokenRecord) bool { return r.Limits != nil }):
-		s.header.Format = snapshotFormat3
-	default:
-		s.header.Format = snapshotFormat4
-	}
 	return s, nil
+}
+
+// streamFormat returns the snapshot format of a stream of recs (see
+// SnapshotFormat): the oldest that carries each of them, 2 at least, and
+// format 6 at least for a table whose sessions share request ids. It
+// fails for a record whose kind has no row in recordKinds, or not in
+// their order.
+func streamFormat(recs []lockstate.Record, sharedIDs bool) (int, error) {
+	format, k := snapshotFormat2, 0
+	for i, rec := range recs {
+		if k = nextKind(k, rec); k == len(recordKinds) {
+			return 0, fmt.Errorf("export record %d, a %T: no kind of the registry, or out of its order", i+1, rec)
+		}
+		format = max(format, recordKinds[k].formatFor(rec))
+	}
+	if sharedIDs {
+		format = max(format, snapshotFormatSharedIDs)
+	}
+	return format, nil
 }
 
 // Persist writes the snapshot stream to sink and closes it, or cancels it
@@ -220,9 +174,10 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return nil
 }
 
-// write encodes the stream in format 2 or 3 (see SnapshotFormat): the
-// header record, then the others in chunks. The ACL records are in format 3
-// only: a snapshot without any is format 2, byte for byte.
+// write encodes the stream in the format Snapshot chose (see
+// SnapshotFormat): the header record, then the others in chunks. When a
+// record takes the chunk past chunkSize, the records before it are written
+// out as a chunk first.
 func (s *snapshot) write(w io.Writer) error {
 	head := appendSnapshotHeader(appendTag(nil, recHeader), &s.header)
 	if _, err := w.Write(head); err != nil {
@@ -230,53 +185,26 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	cw := &chunkWriter{w: w, crc: crc32.Checksum(head, castagnoli)}
 	b := make([]byte, 0, chunkSize+4<<10)
-	b = appendTableHeader(appendTag(b, recTable), &s.table)
 	var err error
-	if b, err = putAll(cw, b, recSession, s.sessions, appendSession); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recNode, s.nodes, appendNode); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recRequest, s.requests, appendRequest); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recSessionExtra, s.extras, appendSessionExtra); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recACL, s.acl, appendACL); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recToken, s.tokens, appendToken); err != nil {
-		return err
-	}
-	if b, err = putAll(cw, b, recDeniedCert, s.denied, appendDeniedCert); err != nil {
-		return err
+	k := 0
+	for _, rec := range s.recs {
+		k = nextKind(k, rec) // one of them: Snapshot checked
+		kind := &recordKinds[k]
+		n := len(b)
+		if b = kind.put(appendTag(b, kind.tag), rec); len(b) > chunkSize {
+			if b, err = cw.flush(b, n); err != nil {
+				return err
+			}
+		}
 	}
 	n := len(b)
-	tr := snapshotTrailer{Records: uint64(2 + len(s.sessions) + len(s.nodes) + len(s.requests) +
-		len(s.extras) + len(s.acl) + len(s.tokens) + len(s.denied))}
-	if b = appendTrailer(appendTag(b, recEnd), &tr); len(b) > chunkSize {
+	tr := snapshotTrailer{Records: uint64(1 + len(s.recs))} // the header and the table's records
+	if b = appendSnapshotTrailer(appendTag(b, recEnd), &tr); len(b) > chunkSize {
 		if b, err = cw.flush(b, n); err != nil {
 			return err
 		}
 	}
 	return cw.chunk(b)
-}
-
-// putAll appends each of recs with tag t to b. When a record takes b past
-// chunkSize, the records before it are written out as a chunk first.
-func putAll[T any](cw *chunkWriter, b []byte, t recordType, recs []T, put func([]byte, *T) []byte) ([]byte, error) {
-	var err error
-	for i := range recs {
-		n := len(b)
-		if b = put(appendTag(b, t), &recs[i]); len(b) > chunkSize {
-			if b, err = cw.flush(b, n); err != nil {
-				return b, err
-			}
-		}
-	}
-	return b, nil
 }
 
 // chunkWriter writes a format 2 stream's payload as checksummed chunks.
@@ -322,10 +250,7 @@ func (cw *chunkWriter) chunk(p []byte) error {
 func appendTag(b []byte, t recordType) []byte { return append(b, 0xcc, byte(t)) }
 
 // Release drops the copied records.
-func (s *snapshot) Release() {
-	s.sessions, s.nodes, s.requests = nil, nil, nil
-	s.extras, s.acl, s.tokens, s.denied = nil, nil, nil, nil
-}
+func (s *snapshot) Release() { s.recs = nil }
 
 // snapshotRemedy tells the operator what to do about a snapshot that fails
 // its checksum. Raft restores a node's own snapshots at startup, newest
@@ -389,48 +314,34 @@ func readSnapshot(r io.Reader) (hdr snapshotHeader, tab *lockstate.Table, err er
 	if err != nil {
 		return hdr, nil, err
 	}
-	var th lockstate.Header
-	if err := rr.expect(recTable, func(r *mpReader) error { return decodeTableHeader(r, &th) }); err != nil {
+	if tab, err = loadRecords(rr, &loading); err != nil {
 		return hdr, nil, err
 	}
-	if hdr.Applied < th.Index {
-		return hdr, nil, fmt.Errorf("applied index %d is before the table's %d", hdr.Applied, th.Index)
+	if hdr.Applied < tab.Index() {
+		return hdr, nil, fmt.Errorf("applied index %d is before the table's %d", hdr.Applied, tab.Index())
 	}
-	loading = true
-	l, err := lockstate.NewLoader(th)
-	loading = false
-	if err != nil {
-		return hdr, nil, err
-	}
-	if tab, err = loadRecords(rr, l, hdr.Format, &loading); err != nil {
-		return hdr, nil, err
-	}
-	if hdr.Format < SnapshotFormat && tab.SharesRequestIDs() {
-		return hdr, nil, fmt.Errorf("format %d snapshot whose sessions share request ids, which only format %d holds", hdr.Format, SnapshotFormat)
+	if hdr.Format < snapshotFormatSharedIDs && tab.SharesRequestIDs() {
+		return hdr, nil, fmt.Errorf("format %d snapshot whose sessions share request ids, which format %d is the first to hold", hdr.Format, snapshotFormatSharedIDs)
 	}
 	return hdr, tab, nil
 }
 
 // openSnapshot reads the header record at the start of a snapshot stream
 // and returns a recordReader for the records after it: read straight from
-// r in format 1, through checked chunks in formats 2 and 3.
+// r in format 1, through checked chunks since format 2.
 func openSnapshot(r io.Reader) (*recordReader, snapshotHeader, error) {
 	br := bufio.NewReaderSize(r, chunkSize) // a chunk must fit: chunkReader checks it in br's buffer
 	hdr, head, err := readSnapshotHeader(br)
 	if err != nil {
 		return nil, hdr, err
 	}
-	rr := &recordReader{br: br, last: recHeader, count: 1}
-	switch hdr.Format {
-	case snapshotFormat1:
-	case snapshotFormat2, snapshotFormat3, snapshotFormat4, snapshotFormat5, SnapshotFormat:
+	if hdr.Format < snapshotFormat1 || hdr.Format > SnapshotFormat {
+		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
+	}
+	rr := &recordReader{br: br, format: hdr.Format, last: recHeader, count: 1}
+	if hdr.Format >= snapshotFormat2 {
 		cr := &chunkReader{br: br, crc: crc32.Checksum(head, castagnoli)}
 		rr.br = bufio.NewReaderSize(cr, 64<<10)
-		rr.acl = hdr.Format >= snapshotFormat3
-		rr.tokenLimits = hdr.Format >= snapshotFormat4
-		rr.denied = hdr.Format >= snapshotFormat5
-	default:
-		return nil, hdr, fmt.Errorf("snapshot format %d, this build reads %d to %d", hdr.Format, snapshotFormat1, SnapshotFormat)
 	}
 	return rr, hdr, nil
 }
@@ -456,38 +367,19 @@ func readSnapshotHeader(br *bufio.Reader) (snapshotHeader, []byte, error) {
 	return hdr, head, nil
 }
 
-// loadRecords reads the records after the table header into l and returns
-// the table they make. It sets *loading while the loader runs, for
+// loadRecords reads the table's records, the table header first, and
+// returns the table they make. It sets *loading while the loader runs, for
 // readSnapshot's recover.
-func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *bool) (*lockstate.Table, error) {
-	var node lockstate.NodeRecord // Holds's array is reused from record to record: see decodeNode
+func loadRecords(rr *recordReader, loading *bool) (*lockstate.Table, error) {
+	var l lockstate.Loader
+	readers := make([]kindReader, len(recordKinds)) // each kind's, made at its first record
 	for {
 		t, err := rr.tag()
 		if err != nil {
 			return nil, err
 		}
-		switch t {
-		case recSession:
-			var rec lockstate.SessionRecord
-			if err = rr.decode(func(r *mpReader) error { return decodeSession(r, &rec) }); err == nil {
-				*loading = true
-				err = l.Session(rec)
-			}
-		case recNode:
-			if err = rr.decode(func(r *mpReader) error { return decodeNode(r, &node) }); err == nil {
-				*loading = true
-				err = l.Node(node)
-			}
-		case recRequest:
-			var rec lockstate.RequestRecord
-			if err = rr.decode(func(r *mpReader) error { return decodeRequest(r, &rec) }); err == nil {
-				*loading = true
-				err = l.Request(rec)
-			}
-		case recSessionExtra, recACL, recToken, recDeniedCert:
-			err = loadACLRecord(rr, l, t, loading)
-		case recEnd:
-			if err := rr.finish(format); err != nil {
+		if t == recEnd {
+			if err := rr.finish(); err != nil {
 				return nil, err
 			}
 			*loading = true
@@ -495,6 +387,21 @@ func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *boo
 			*loading = false
 			return tab, err
 		}
+		k := kindByTag[t] // a kind's: tag checked
+		kr := readers[k]
+		if kr == nil {
+			kr = recordKinds[k].reader(recordKinds[k].reuse)
+			readers[k] = kr
+		}
+		if err := rr.decode(kr.decode); err != nil {
+			return nil, err
+		}
+		rec := kr.record()
+		if f := recordKinds[k].formatFor(rec); f > rr.format {
+			return nil, fmt.Errorf("record #%d (%v): only format %d carries it, the stream is format %d", rr.count, t, f, rr.format)
+		}
+		*loading = true
+		err = l.Load(rec)
 		*loading = false
 		if err != nil {
 			return nil, err
@@ -503,9 +410,10 @@ func loadRecords(rr *recordReader, l *lockstate.Loader, format int, loading *boo
 }
 
 // recordReader reads the tagged records of a snapshot stream, checking the
-// order of the tags: header, table, then sessions, nodes and requests, in
-// format 3 then session extras, at most one ACL record and tokens
-// (Export's order, which the loader relies on), then the end marker.
+// order of the tags: the header, then the kinds of records in the
+// registry's order (Export's, which the loader relies on), each only in a
+// format that carries it and those that are single at most once, then the
+// end marker.
 //
 // Records are decoded straight out of the bufio.Reader's buffer, so that a
 // restore copies each byte once and allocates only what the records keep.
@@ -525,12 +433,9 @@ type recordReader struct {
 	srcErr error    // why br's source failed, if it did rather than end
 	buf    []byte   // the last record too long for br's buffer
 	r      mpReader // here rather than on read's stack, where passing it to decode would make it escape
+	format int      // the stream's
 	last   recordType
-	count  int  // records whose tag has been read, the header included
-	acl    bool // format 3: the ACL records may come
-	// tokenLimits: format 4, a token record may carry the token's limits.
-	tokenLimits bool
-	denied      bool // format 5: the deny list may come
+	count  int // records whose tag has been read, the header included
 }
 
 // refillBelow is how few buffered bytes make recordReader top br's buffer
@@ -552,10 +457,9 @@ func (rr *recordReader) tag() (recordType, error) {
 	}); err != nil {
 		return 0, fmt.Errorf("record #%d: tag after a %v record: %w", rr.count+1, rr.last, err)
 	}
-	t := recordType(b)
-	repeatable := t >= recSession && t <= recRequest || t == recSessionExtra || t == recToken || t == recDeniedCert
-	known := b >= uint64(recHeader) && b <= uint64(recEnd) || rr.acl && b >= uint64(recSessionExtra) && b <= uint64(recToken) ||
-		rr.denied && t == recDeniedCert
+	t, k := recordType(b), kindOf(recordType(b))
+	known := b <= 0xff && (t == recHeader || t == recEnd || k != nil && k.since <= rr.format)
+	repeatable := k != nil && !k.single
 	ok := known && (t.position() > rr.last.position() || (t == rr.last && repeatable)) &&
 		(rr.last == 0) == (t == recHeader) && (rr.last == recHeader) == (t == recTable)
 	if !ok {
@@ -566,18 +470,6 @@ func (rr *recordReader) tag() (recordType, error) {
 	return t, nil
 }
 
-// expect reads a tag that must be want and its record with decode.
-func (rr *recordReader) expect(want recordType, decode func(*mpReader) error) error {
-	t, err := rr.tag()
-	if err != nil {
-		return err
-	}
-	if t != want {
-		return fmt.Errorf("record #%d: a %v record, want a %v", rr.count, t, want)
-	}
-	return rr.decode(decode)
-}
-
 // decode reads the current record's body with decode.
 func (rr *recordReader) decode(decode func(*mpReader) error) error {
 	if err := rr.read(decode); err != nil {
@@ -586,13 +478,12 @@ func (rr *recordReader) decode(decode func(*mpReader) error) error {
 	return nil
 }
 
-// finish reads what follows the end marker in format: nothing in format 1,
-// the trailer in formats 2 and 3, whose count of records must match the
-// stream's.
-func (rr *recordReader) finish(format int) error {
-	if format != snapshotFormat1 {
+// finish reads what follows the end marker: nothing in format 1, the
+// trailer since format 2, whose count of records must match the stream's.
+func (rr *recordReader) finish() error {
+	if rr.format != snapshotFormat1 {
 		var tr snapshotTrailer
-		if err := rr.decode(func(r *mpReader) error { return decodeTrailer(r, &tr) }); err != nil {
+		if err := rr.decode(func(r *mpReader) error { return decodeSnapshotTrailer(r, &tr) }); err != nil {
 			return err
 		}
 		if before := uint64(rr.count - 1); tr.Records != before {

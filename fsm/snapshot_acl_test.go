@@ -54,9 +54,9 @@ func aclState(t testing.TB) *driver {
 }
 
 // exportOf returns f's export records.
-func exportOf(f *FSM) (recs []any) {
+func exportOf(f *FSM) (recs []lockstate.Record) {
 	f.Read(func(t *lockstate.Table) {
-		_ = t.Export(func(rec any) error { recs = append(recs, rec); return nil })
+		_ = t.Export(func(rec lockstate.Record) error { recs = append(recs, rec); return nil })
 	})
 	return recs
 }
@@ -119,7 +119,7 @@ func TestSnapshotACLRestore(t *testing.T) {
 	}
 	kinds := map[string]int{}
 	for _, rec := range exportOf(f.FSM) {
-		kinds[reflect.TypeOf(rec).Name()]++
+		kinds[reflect.TypeOf(rec).Elem().Name()]++
 	}
 	if kinds["SessionExtraRecord"] != 2 || kinds["ACLRecord"] != 1 || kinds["TokenRecord"] != 2 {
 		t.Fatalf("records %v: aclState lacks what it should test", kinds)
@@ -354,7 +354,7 @@ func TestRestoreRejectsACLRecords(t *testing.T) {
 func legacyHead(hdr snapshotHeader) []byte {
 	hdr.Format = snapshotFormat1
 	b := appendSnapshotHeader(appendTag(nil, recHeader), &hdr)
-	return appendTableHeader(appendTag(b, recTable), &lockstate.Header{Format: lockstate.FormatVersion, Index: hdr.Applied})
+	return appendHeader(appendTag(b, recTable), &lockstate.Header{Format: lockstate.FormatVersion, Index: hdr.Applied})
 }
 
 // TestSnapshotACLRecordsAcrossChunks: format 3 records cut across chunks

@@ -1,12 +1,12 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 )
 
 // mpReader decodes the msgpack that Encode writes, straight from the entry
@@ -17,7 +17,10 @@ import (
 // integer codes and in range, strings only from str codes, structs only
 // from maps with string keys, no repeated keys. Every length is checked
 // against the bytes left before anything is allocated for it. Restore
-// reads snapshot records with it too (records.go), for the same reasons.
+// reads snapshot records with it too, for the same reasons. The decoders
+// of commands and records that drive it, and the encoders of records, are
+// generated from the types' msgpack tags (codec_gen.go, see
+// internal/codecgen).
 type mpReader struct {
 	b   []byte
 	pos int // read position; an index rather than reslicing b, which costs a write barrier per byte while the GC runs
@@ -191,60 +194,7 @@ func (r *mpReader) bool() (bool, error) {
 	return false, fmt.Errorf("want a bool, got code 0x%02x", c)
 }
 
-// readStruct reads a map of at most fields entries and hands each value
-// to field with its key. A key that field does not know, a repeated key
-// or a key that is not a string is an error.
-func (r *mpReader) readStruct(fields int, field func(key []byte) (known bool, err error)) error {
-	n, err := r.mapLen()
-	if err != nil {
-		return err
-	}
-	if n > fields {
-		return fmt.Errorf("map has %d entries for %d fields", n, fields)
-	}
-	var seenBuf [9][]byte // the most fields a command has (Acquire): no allocation
-	seen := seenBuf[:0]
-	for range n {
-		k, err := r.strBytes()
-		if err != nil {
-			return fmt.Errorf("key: %w", err)
-		}
-		for _, s := range seen {
-			if bytes.Equal(s, k) {
-				return fmt.Errorf("field %q twice", k)
-			}
-		}
-		seen = append(seen, k)
-		known, err := field(k)
-		if err != nil {
-			return fmt.Errorf("field %q: %w", k, err)
-		}
-		if !known {
-			return fmt.Errorf("unknown field %q", k)
-		}
-	}
-	return nil
-}
-
-// readSlice reads an array (nil gives a nil slice, [] an empty one, as
-// msgpack's own decoder does) with elem decoding each element in place.
-func readSlice[T any](r *mpReader, p *[]T, elem func(*T) error) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		*p = nil
-		return err
-	}
-	s := make([]T, n)
-	for i := range s {
-		if err := elem(&s[i]); err != nil {
-			return fmt.Errorf("element %d: %w", i, err)
-		}
-	}
-	*p = s
-	return nil
-}
-
-func readInt[T ~int | ~int64](r *mpReader, p *T) error {
+func readInt[T ~int | ~int8 | ~int16 | ~int32 | ~int64](r *mpReader, p *T) error {
 	v, err := r.int()
 	if err != nil {
 		return err
@@ -256,7 +206,7 @@ func readInt[T ~int | ~int64](r *mpReader, p *T) error {
 	return nil
 }
 
-func readUint[T ~uint8 | ~uint64](r *mpReader, p *T) error {
+func readUint[T ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64](r *mpReader, p *T) error {
 	v, err := r.uint()
 	if err != nil {
 		return err
@@ -283,17 +233,20 @@ func readBool(r *mpReader, p *bool) error {
 	return err
 }
 
-// readFields reads a map that holds each of a struct's n fields (n ≤ 32)
-// exactly once, as snapshot records always do: they are written whole, so
-// a missing field is as corrupt as an unknown one. field decodes the value
+// readFields reads a struct's map, of at most n (≤ 32) fields, each at
+// most once and those in required exactly once. field decodes the value
 // of key and returns the field's bit, 0 for a key it does not know;
-// tracking bits finds a repeated key without comparing keys.
-func (r *mpReader) readFields(n int, field func(key []byte) (bit uint32, err error)) error {
+// tracking bits finds a repeated key without comparing keys. The generated
+// decoders (codec_gen.go) call it: a command's with no field required
+// (commands leave empty fields out, and older entries lack newer ones), a
+// snapshot record's with every field but its omitempty ones, since records
+// are written whole and a missing field is as corrupt as an unknown one.
+func (r *mpReader) readFields(n int, required uint32, field func(key []byte) (bit uint32, err error)) error {
 	m, err := r.mapLen()
 	if err != nil {
 		return err
 	}
-	if m != n {
+	if m > n || m < bits.OnesCount32(required) {
 		return fmt.Errorf("map has %d entries for %d fields", m, n)
 	}
 	var seen uint32
@@ -313,13 +266,31 @@ func (r *mpReader) readFields(n int, field func(key []byte) (bit uint32, err err
 		}
 		seen |= bit
 	}
+	if missing := required &^ seen; missing != 0 {
+		return fmt.Errorf("field #%d of %d missing", bits.TrailingZeros32(missing)+1, n)
+	}
 	return nil
 }
 
-// readList is readSlice for elements that take at least minSize bytes
-// each, which bounds what it allocates by the bytes actually left. It
-// reuses *p's array when that is large enough (nil, as for a new record,
-// never is), for callers whose consumer copies the elements out.
+// readPtr reads a struct behind a pointer with dec; nil reads as a nil
+// pointer.
+func readPtr[T any](r *mpReader, p **T, dec func(*mpReader, *T) error) error {
+	if r.pos < len(r.b) && r.b[r.pos] == 0xc0 {
+		r.pos++
+		*p = nil
+		return nil
+	}
+	v := new(T)
+	*p = v
+	return dec(r, v)
+}
+
+// readList reads an array (nil gives a nil slice, [] an empty one, as
+// msgpack's own decoder does) with elem decoding each element in place.
+// Elements take at least minSize bytes each, which bounds what it
+// allocates by the bytes actually left. It reuses *p's array when that is
+// large enough (nil, as for a new record or command, never is), for
+// callers whose consumer copies the elements out.
 func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) error {
 	c, err := r.next()
 	if err != nil {
@@ -360,8 +331,9 @@ func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) erro
 }
 
 // The append functions below write msgpack exactly as the library's
-// encoder does with UseCompactInts, so that a snapshot written by hand is
-// byte for byte the one msgpack would write (TestRecordCodec checks).
+// encoder does with UseCompactInts, so that a snapshot written by the
+// generated encoders is byte for byte the one msgpack would write
+// (TestRecordCodec checks).
 
 func appendUint(b []byte, v uint64) []byte {
 	switch {
@@ -428,15 +400,4 @@ func appendHead(b []byte, fix, base byte, n int) []byte {
 
 func appendMapLen(b []byte, n int) []byte { return appendHead(b, 0x80, 0xde, n) }
 
-// appendSlice appends s as an array, or nil for a nil slice, as msgpack
-// does.
-func appendSlice[T any](b []byte, s []T, elem func([]byte, *T) []byte) []byte {
-	if s == nil {
-		return append(b, 0xc0)
-	}
-	b = appendHead(b, 0x90, 0xdc, len(s))
-	for i := range s {
-		b = elem(b, &s[i])
-	}
-	return b
-}
+func appendArrayLen(b []byte, n int) []byte { return appendHead(b, 0x90, 0xdc, n) }

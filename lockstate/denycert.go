@@ -131,11 +131,11 @@ func (t *Table) DeniedCerts() []DeniedCert {
 	return out
 }
 
-// DeniedCertRecord is one serial of the deny list in an export.
+// DeniedCertRecord is one serial of the deny list in an export (snapshot
+// format 5).
 type DeniedCertRecord DeniedCert
 
-// DeniedCert adds a serial of the deny list.
-func (l *Loader) DeniedCert(rec DeniedCertRecord) error {
+func (rec *DeniedCertRecord) load(l *Loader) error {
 	t := l.t
 	d := DenyCert{Serial: rec.Serial, Reason: rec.Reason}
 	if err := d.Validate(); err != nil {
@@ -147,6 +147,13 @@ func (l *Loader) DeniedCert(rec DeniedCertRecord) error {
 	if t.denied == nil {
 		t.denied = make(map[string]DeniedCert)
 	}
-	t.denied[rec.Serial] = DeniedCert(rec)
+	t.denied[rec.Serial] = DeniedCert(*rec)
 	return nil
+}
+
+func (rec *DeniedCertRecord) digest(d *digester) {
+	d.putTag('D')
+	d.putString(rec.Serial)
+	d.putString(rec.Reason)
+	d.putUint(rec.Index)
 }

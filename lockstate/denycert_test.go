@@ -116,8 +116,8 @@ func TestDenyListSurvivesExportAndLoad(t *testing.T) {
 		t.Fatalf("deny list %+v after load, want %+v", loaded.DeniedCerts(), d.tab.DeniedCerts())
 	}
 	var serials []string
-	_ = d.tab.Export(func(rec any) error {
-		if r, ok := rec.(DeniedCertRecord); ok {
+	_ = d.tab.Export(func(rec Record) error {
+		if r, ok := rec.(*DeniedCertRecord); ok {
 			serials = append(serials, r.Serial)
 		}
 		return nil
@@ -138,15 +138,15 @@ func TestDenyListLoadRefusesBadRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.DeniedCert(rec); err == nil {
+		if err := l.Load(&rec); err == nil {
 			t.Errorf("%s: loaded %+v", name, rec)
 		}
 	}
 	l, _ := NewLoader(Header{Format: FormatVersion})
-	if err := l.DeniedCert(DeniedCertRecord{Serial: "ab"}); err != nil {
+	if err := l.Load(&DeniedCertRecord{Serial: "ab"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.DeniedCert(DeniedCertRecord{Serial: "ab"}); err == nil {
+	if err := l.Load(&DeniedCertRecord{Serial: "ab"}); err == nil {
 		t.Fatal("a serial loaded twice")
 	}
 }

@@ -4,104 +4,25 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"time"
-
-	"github.com/lockd/lockd/quorum"
 )
 
-// FormatVersion is the version of the record layout below. Load refuses
-// other versions.
+// FormatVersion is the version of the record layout (records.go).
+// NewLoader refuses other versions.
 const FormatVersion = 1
 
-// Header starts an export: the table's scalars and how many records follow.
-type Header struct {
-	Format    int    `msgpack:"format"`
-	Index     uint64 `msgpack:"index"`
-	Clock     int64  `msgpack:"clock"`
-	Seq       uint64 `msgpack:"seq"`
-	Forgotten uint64 `msgpack:"forgotten"`
-	Sessions  int    `msgpack:"sessions"`
-	Nodes     int    `msgpack:"nodes"`
-	Requests  int    `msgpack:"requests"`
-}
-
-// SessionRecord is one session. Done lists its remembered finished
-// requests, oldest first.
-type SessionRecord struct {
-	ID         SessionID     `msgpack:"id"`
-	Name       string        `msgpack:"name"`
-	TTL        time.Duration `msgpack:"ttl"`
-	OnDeadlock OnDeadlock    `msgpack:"on_deadlock"`
-	Ordered    bool          `msgpack:"ordered"`
-	LockDelay  time.Duration `msgpack:"lock_delay"`
-	Done       []string      `msgpack:"done"`
-}
-
-// NodeRecord is one name with its holds in grant order.
-type NodeRecord struct {
-	Name       string       `msgpack:"name"`
-	Version    uint64       `msgpack:"version"`
-	Limit      int          `msgpack:"limit"`
-	DelayUntil int64        `msgpack:"delay_until"`
-	Holds      []HoldRecord `msgpack:"holds"`
-}
-
-// HoldRecord is one hold.
-type HoldRecord struct {
-	Session SessionID `msgpack:"session"`
-	Mode    Mode      `msgpack:"mode"`
-	Weight  int       `msgpack:"weight"`
-	Count   int       `msgpack:"count"`
-	Token   uint64    `msgpack:"token"`
-	Expires int64     `msgpack:"expires"`
-	Granted uint64    `msgpack:"granted"`
-}
-
-// RequestRecord is one pending or remembered request. Upgrade is set for
-// a pending request: which of its waiters were upgrades when queued.
-type RequestRecord struct {
-	ID       string             `msgpack:"id"`
-	Session  SessionID          `msgpack:"session"`
-	Seq      uint64             `msgpack:"seq"`
-	Locks    []LockSpec         `msgpack:"locks"`
-	Require  quorum.Requirement `msgpack:"require"`
-	Need     int                `msgpack:"need"`
-	HoldTTL  time.Duration      `msgpack:"hold_ttl"`
-	Deadline int64              `msgpack:"deadline"`
-	Restore  int                `msgpack:"restore"`
-	Status   Status             `msgpack:"status"`
-	Token    uint64             `msgpack:"token"`
-	Granted  []Grant            `msgpack:"granted"`
-	Created  uint64             `msgpack:"created"`
-	Ended    uint64             `msgpack:"ended"`
-	Upgrade  []bool             `msgpack:"upgrade"`
-}
-
-// SessionExtraRecord is what a session has beyond its SessionRecord since
-// ACLs and revocation. Export writes one only for a session that has any
-// of it, so a table without keys, owners or revocations exports (and
-// digests) exactly as before they existed.
-type SessionExtraRecord struct {
-	Session SessionID    `msgpack:"session"`
-	Key     string       `msgpack:"key"`
-	Owner   string       `msgpack:"owner"`
-	Revoked []Revocation `msgpack:"revoked"`
-}
-
-// ACLRecord is the table's ACL state; written only once bootstrapped.
-type ACLRecord struct {
-	Bootstrapped uint64 `msgpack:"bootstrapped"` // index of the BootstrapACL entry
-}
-
-// TokenRecord is one ACL token: the hash of its secret, never the secret.
-type TokenRecord struct {
-	ID      string `msgpack:"id"`
-	Name    string `msgpack:"name"`
-	Hash    string `msgpack:"hash"`
-	Rules   []Rule `msgpack:"rules"`
-	Created uint64 `msgpack:"created"`
-	// Limits are the token's own per-token limits (snapshot format 4).
-	Limits *TokenLimits `msgpack:"limits,omitempty"`
+// Record is one record of a table's export: a *Header or a pointer to one
+// of the record types (records.go, denycert.go). Only this package's types
+// are records: each kind says what Loader does with it and what it adds
+// to the Digest, so a kind cannot be exported without both. Adding a kind
+// means its type with those two methods, its place in Export, and a row in
+// fsm's registry of snapshot records (docs/architecture.md, "Adding a
+// snapshot record kind").
+type Record interface {
+	// load adds the record to the table being loaded. It must not keep
+	// the record itself, only what it holds.
+	load(l *Loader) error
+	// digest writes the record's part of the Digest in its fixed layout.
+	digest(d *digester)
 }
 
 // Export calls fn with the Header and then every record in a canonical
@@ -109,8 +30,8 @@ type TokenRecord struct {
 // children, siblings in creation order, which the same log always
 // reproduces and Loader preserves), requests by arrival, then session
 // extras by session id, the ACLRecord, tokens by id and the denied
-// certificates by serial.
-func (t *Table) Export(fn func(rec any) error) error {
+// certificates by serial. Each record is new: fn may keep it.
+func (t *Table) Export(fn func(rec Record) error) error {
 	nodes := make([]*node, 0, len(t.nodes))
 	var walk func(l siblings)
 	walk = func(l siblings) {
@@ -126,7 +47,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 
 	h := Header{Format: FormatVersion, Index: t.index, Clock: t.clock, Seq: t.seq, Forgotten: t.forgotten,
 		Sessions: len(sessions), Nodes: len(nodes), Requests: len(reqs)}
-	if err := fn(h); err != nil {
+	if err := fn(&h); err != nil {
 		return err
 	}
 	for _, s := range sessions {
@@ -137,7 +58,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 				rec.Done = append(rec.Done, r.id)
 			}
 		}
-		if err := fn(rec); err != nil {
+		if err := fn(&rec); err != nil {
 			return err
 		}
 	}
@@ -148,7 +69,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 			rec.Holds[i] = HoldRecord{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count,
 				Token: h.token, Expires: h.expires, Granted: h.granted}
 		}
-		if err := fn(rec); err != nil {
+		if err := fn(&rec); err != nil {
 			return err
 		}
 	}
@@ -162,7 +83,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 				rec.Upgrade[i] = w.upgrade
 			}
 		}
-		if err := fn(rec); err != nil {
+		if err := fn(&rec); err != nil {
 			return err
 		}
 	}
@@ -170,7 +91,7 @@ func (t *Table) Export(fn func(rec any) error) error {
 		return err
 	}
 	for _, d := range t.DeniedCerts() {
-		if err := fn(DeniedCertRecord(d)); err != nil {
+		if err := fn((*DeniedCertRecord)(&d)); err != nil {
 			return err
 		}
 	}
@@ -178,24 +99,24 @@ func (t *Table) Export(fn func(rec any) error) error {
 }
 
 // exportACL calls fn with the session extras, the ACLRecord and the tokens.
-func (t *Table) exportACL(sessions []*session, fn func(rec any) error) error {
+func (t *Table) exportACL(sessions []*session, fn func(rec Record) error) error {
 	for _, s := range sessions {
 		if s.key == "" && s.owner == "" && len(s.revoked) == 0 {
 			continue
 		}
-		if err := fn(SessionExtraRecord{Session: s.id, Key: s.key, Owner: s.owner, Revoked: slices.Clone(s.revoked)}); err != nil {
+		if err := fn(&SessionExtraRecord{Session: s.id, Key: s.key, Owner: s.owner, Revoked: slices.Clone(s.revoked)}); err != nil {
 			return err
 		}
 	}
 	if t.acl.bootstrapped == 0 && len(t.acl.tokens) == 0 {
 		return nil
 	}
-	if err := fn(ACLRecord{Bootstrapped: t.acl.bootstrapped}); err != nil {
+	if err := fn(&ACLRecord{Bootstrapped: t.acl.bootstrapped}); err != nil {
 		return err
 	}
 	for _, ti := range t.Tokens() {
 		tok := ti.tok
-		if err := fn(TokenRecord{ID: tok.id, Name: tok.name, Hash: tok.hash, Rules: slices.Clone(tok.rules), Created: tok.created,
+		if err := fn(&TokenRecord{ID: tok.id, Name: tok.name, Hash: tok.hash, Rules: slices.Clone(tok.rules), Created: tok.created,
 			Limits: ti.Limits}); err != nil {
 			return err
 		}
@@ -203,162 +124,41 @@ func (t *Table) exportACL(sessions []*session, fn func(rec any) error) error {
 	return nil
 }
 
-// Loader rebuilds a table from exported records, given in Export's order.
+// Loader rebuilds a table from exported records, given to Load in
+// Export's order, the Header first (or to NewLoader); Table returns the
+// result. The zero Loader is ready to use.
 type Loader struct {
 	t      *Table
 	h      Header
-	counts [3]int
+	counts [3]int // sessions, nodes and requests loaded, for the header's counts
 	done   map[SessionID][]string
 }
 
 // NewLoader starts a load from a Header.
 func NewLoader(h Header) (*Loader, error) {
-	if h.Format != FormatVersion {
-		return nil, fmt.Errorf("lockstate: snapshot format %d, this build reads %d", h.Format, FormatVersion)
+	l := new(Loader)
+	if err := h.load(l); err != nil {
+		return nil, err
 	}
-	// The counts only size the maps, and are capped: a header is input and
-	// may lie (a stream claiming 2^32 names must not allocate for them).
-	hint := func(n int) int { return max(0, min(n, 1<<20)) }
-	t := &Table{
-		byKey:    make(map[string]*session),
-		sessions: make(map[SessionID]*session, hint(h.Sessions)),
-		nodes:    make(map[string]*node, hint(h.Nodes)),
-		requests: newRequestIndex(hint(h.Requests)),
-	}
-	t.index, t.clock, t.seq, t.forgotten = h.Index, h.Clock, h.Seq, h.Forgotten
-	return &Loader{t: t, h: h, done: make(map[SessionID][]string)}, nil
+	return l, nil
 }
 
-// Session adds a session record.
-func (l *Loader) Session(rec SessionRecord) error {
-	t := l.t
-	if t.sessions[rec.ID] != nil {
-		return fmt.Errorf("lockstate: load: session %d twice", rec.ID)
+// Load adds rec, the next record in Export's order. It does not keep rec,
+// only what rec holds, so a caller may reuse rec for the next record
+// (though not the slices a kind's load keeps: see the kinds).
+func (l *Loader) Load(rec Record) error {
+	if _, ok := rec.(*Header); !ok && l.t == nil {
+		return fmt.Errorf("lockstate: load: a %T before the header", rec)
 	}
-	t.sessions[rec.ID] = &session{id: rec.ID, name: rec.Name, ttl: rec.TTL, onDeadlock: rec.OnDeadlock,
-		ordered: rec.Ordered, lockDelay: rec.LockDelay, holds: make(map[*node]*hold)}
-	l.done[rec.ID] = rec.Done
-	l.counts[0]++
-	return nil
-}
-
-// Node adds a node record; its sessions must already be loaded.
-func (l *Loader) Node(rec NodeRecord) error {
-	t := l.t
-	if err := ValidName(rec.Name); err != nil {
-		return fmt.Errorf("lockstate: load: %w", err)
-	}
-	// Records come in tree order: the parent is there already, and a node
-	// that exists already is a duplicate or out of order.
-	var parent *node
-	if p := parentName(rec.Name); p != "" {
-		if parent = t.nodes[p]; parent == nil {
-			return fmt.Errorf("lockstate: load: node %q before its parent", rec.Name)
-		}
-	}
-	if t.nodes[rec.Name] != nil {
-		return fmt.Errorf("lockstate: load: node %q twice", rec.Name)
-	}
-	n := &node{name: rec.Name, parent: parent}
-	t.nodes[rec.Name] = n
-	if parent != nil {
-		parent.children.add(n)
-	} else {
-		t.roots.add(n)
-	}
-	if rec.DelayUntil != 0 {
-		t.setDelay(n, rec.DelayUntil)
-	}
-	n.version, n.limit = max(rec.Version, 1), rec.Limit
-	for _, hr := range rec.Holds {
-		s := t.sessions[hr.Session]
-		if s == nil || s.holds[n] != nil || hr.Count < 1 || (hr.Mode != Read && hr.Mode != Write) {
-			return fmt.Errorf("lockstate: load: bad hold on %q by session %d", rec.Name, hr.Session)
-		}
-		h := &hold{s: s, n: n, mode: hr.Mode, weight: hr.Weight, count: hr.Count, token: hr.Token,
-			expires: hr.Expires, granted: hr.Granted}
-		t.addHold(h)
-		if h.expires != 0 {
-			t.addDeadline(&deadline{at: h.expires, kind: dlHold, name: n.name, sess: s.id, h: h})
-		}
-	}
-	l.counts[1]++
-	return nil
-}
-
-// Request adds a request record; records must come in arrival order. Two
-// sessions may have a request with the same id (SharesRequestIDs), one
-// session not.
-func (l *Loader) Request(rec RequestRecord) error {
-	t := l.t
-	s := t.sessions[rec.Session]
-	if s == nil || t.requests.of(s, rec.ID) != nil || len(rec.Locks) == 0 {
-		return fmt.Errorf("lockstate: load: bad request %q", rec.ID)
-	}
-	r := &request{id: rec.ID, s: s, seq: rec.Seq, specs: rec.Locks, require: rec.Require, need: rec.Need,
-		holdTTL: rec.HoldTTL, deadline: rec.Deadline, restore: rec.Restore, status: rec.Status,
-		token: rec.Token, granted: rec.Granted, created: rec.Created, ended: rec.Ended}
-	t.requests.add(r)
-	if r.status == Pending {
-		if len(rec.Upgrade) != len(rec.Locks) {
-			return fmt.Errorf("lockstate: load: pending request %q without upgrade flags", rec.ID)
-		}
-		for _, sp := range rec.Locks {
-			if err := ValidName(sp.Name); err != nil {
-				return fmt.Errorf("lockstate: load: %w", err)
-			}
-		}
-		t.enqueueAs(r, rec.Upgrade, false)
-		if r.deadline != 0 {
-			t.addDeadline(&deadline{at: r.deadline, kind: dlWait, seq: r.seq, r: r})
-		}
-	}
-	l.counts[2]++
-	return nil
-}
-
-// SessionExtra adds a session's extras; its session must be loaded.
-func (l *Loader) SessionExtra(rec SessionExtraRecord) error {
-	t := l.t
-	s := t.sessions[rec.Session]
-	if s == nil || s.key != "" || s.owner != "" || s.revoked != nil {
-		return fmt.Errorf("lockstate: load: extras for session %d, unknown or twice", rec.Session)
-	}
-	if err := ValidKey(rec.Key); err != nil || t.byKey[rec.Key] != nil {
-		return fmt.Errorf("lockstate: load: session %d: bad or repeated key", rec.Session)
-	}
-	if err := validAuth(rec.Owner); err != nil || len(rec.Revoked) > RevocationsKept {
-		return fmt.Errorf("lockstate: load: session %d: bad owner or revocations", rec.Session)
-	}
-	s.key, s.owner, s.revoked = rec.Key, rec.Owner, rec.Revoked
-	if s.key != "" {
-		t.byKey[s.key] = s
-	}
-	return nil
-}
-
-// ACL adds the table's ACL state.
-func (l *Loader) ACL(rec ACLRecord) error {
-	l.t.acl.bootstrapped = rec.Bootstrapped
-	return nil
-}
-
-// Token adds a token.
-func (l *Loader) Token(rec TokenRecord) error {
-	t := l.t
-	if validTokenID("id", rec.ID) != nil || validHash(rec.Hash) != nil || ValidRules(rec.Rules) != nil || rec.Limits.validate() != nil {
-		return fmt.Errorf("lockstate: load: bad token %q", rec.ID)
-	}
-	if t.newToken(rec.ID, rec.Hash) != nil {
-		return fmt.Errorf("lockstate: load: token %q twice", rec.ID)
-	}
-	t.acl.add(&token{id: rec.ID, name: rec.Name, hash: rec.Hash, rules: rec.Rules, created: rec.Created, limits: rec.Limits})
-	return nil
+	return rec.load(l)
 }
 
 // Table finishes the load and returns the table.
 func (l *Loader) Table() (*Table, error) {
 	t := l.t
+	if t == nil {
+		return nil, fmt.Errorf("lockstate: load: no header")
+	}
 	if l.counts != [3]int{l.h.Sessions, l.h.Nodes, l.h.Requests} {
 		return nil, fmt.Errorf("lockstate: load: got %v records, header says %d/%d/%d",
 			l.counts, l.h.Sessions, l.h.Nodes, l.h.Requests)

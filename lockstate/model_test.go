@@ -668,9 +668,9 @@ func (h *harness) apply(e Entry, stale bool) {
 }
 
 // exportAll returns every record t exports.
-func exportAll(t *Table) []any {
-	var recs []any
-	_ = t.Export(func(rec any) error {
+func exportAll(t *Table) []Record {
+	var recs []Record
+	_ = t.Export(func(rec Record) error {
 		recs = append(recs, rec)
 		return nil
 	})
@@ -680,32 +680,19 @@ func exportAll(t *Table) []any {
 // roundTrip rebuilds a table from its Export.
 func roundTrip(t *Table) (*Table, error) { return loadAll(exportAll(t)) }
 
-// loadAll builds a table from records in Export's order.
-func loadAll(recs []any) (*Table, error) {
-	var l *Loader
-	for _, rec := range recs {
-		var err error
-		switch r := rec.(type) {
-		case Header:
-			l, err = NewLoader(r)
-		case SessionRecord:
-			err = l.Session(r)
-		case NodeRecord:
-			err = l.Node(r)
-		case RequestRecord:
-			err = l.Request(r)
-		case SessionExtraRecord:
-			err = l.SessionExtra(r)
-		case ACLRecord:
-			err = l.ACL(r)
-		case TokenRecord:
-			err = l.Token(r)
-		case DeniedCertRecord:
-			err = l.DeniedCert(r)
-		default:
-			err = fmt.Errorf("unknown record %T", rec)
-		}
-		if err != nil {
+// loadAll builds a table from records in Export's order, the Header
+// first.
+func loadAll(recs []Record) (*Table, error) {
+	h, ok := recs[0].(*Header)
+	if !ok {
+		return nil, fmt.Errorf("export starts with a %T", recs[0])
+	}
+	l, err := NewLoader(*h)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range recs[1:] {
+		if err := l.Load(rec); err != nil {
 			return nil, err
 		}
 	}
@@ -759,7 +746,7 @@ type tabView struct {
 	hasNext  bool
 	graph    []Edge
 	versions map[string]uint64 // Version of every name of the universe
-	records  []any             // everything Export gave
+	records  []Record          // everything Export gave
 }
 
 // reqKey names a request: ids are unique per session.
@@ -779,16 +766,16 @@ func viewOf(t *Table) *tabView {
 	for i := range v.sessions {
 		v.sess[v.sessions[i].ID] = &v.sessions[i]
 	}
-	_ = t.Export(func(rec any) error {
+	_ = t.Export(func(rec Record) error {
 		v.records = append(v.records, rec)
 		switch r := rec.(type) {
-		case Header:
+		case *Header:
 			v.seq = r.Seq
-		case SessionRecord:
+		case *SessionRecord:
 			v.done[r.ID] = r.Done
-		case RequestRecord:
-			v.reqs[reqKey{r.Session, r.ID}] = &r
-			v.reqOrder = append(v.reqOrder, &r)
+		case *RequestRecord:
+			v.reqs[reqKey{r.Session, r.ID}] = r
+			v.reqOrder = append(v.reqOrder, r)
 		}
 		return nil
 	})

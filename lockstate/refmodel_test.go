@@ -1074,15 +1074,15 @@ func refFromTable(t *Table) *refTable {
 	m := newRefTable()
 	m.index, m.clock = t.Index(), t.Clock()
 	done := map[SessionID][]string{}
-	_ = t.Export(func(rec any) error {
+	_ = t.Export(func(rec Record) error {
 		switch r := rec.(type) {
-		case Header:
+		case *Header:
 			m.seq = r.Seq
-		case SessionRecord:
+		case *SessionRecord:
 			m.sessions[r.ID] = &refSession{id: r.ID, name: r.Name, ttl: r.TTL, onDeadlock: r.OnDeadlock,
 				ordered: r.Ordered, lockDelay: r.LockDelay}
 			done[r.ID] = r.Done
-		case NodeRecord:
+		case *NodeRecord:
 			if r.DelayUntil != 0 {
 				m.delays[r.Name] = r.DelayUntil
 			}
@@ -1093,7 +1093,7 @@ func refFromTable(t *Table) *refTable {
 				m.holds = append(m.holds, &refHold{sess: h.Session, name: r.Name, mode: h.Mode, weight: h.Weight,
 					count: h.Count, token: h.Token, expires: h.Expires})
 			}
-		case RequestRecord:
+		case *RequestRecord:
 			q := &refReq{id: r.ID, sess: r.Session, seq: r.Seq, specs: slices.Clone(r.Locks), need: r.Need,
 				holdTTL: r.HoldTTL, deadline: r.Deadline, restore: r.Restore, upgrade: slices.Clone(r.Upgrade),
 				status: r.Status, token: r.Token, granted: slices.Clone(r.Granted), created: r.Created, ended: r.Ended}

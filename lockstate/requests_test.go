@@ -223,13 +223,13 @@ func TestLoadSharedRequestIDs(t *testing.T) {
 	}
 	recs := exportAll(f.d.tab)
 	for i, rec := range recs {
-		if r, ok := rec.(RequestRecord); ok && r.Session == f.sj && r.ID == "x" {
-			dup := r
+		if r, ok := rec.(*RequestRecord); ok && r.Session == f.sj && r.ID == "x" {
+			dup := *r
 			dup.Seq += 1000
-			h := recs[0].(Header)
+			h := *recs[0].(*Header)
 			h.Requests++
-			bad := append([]any{h}, recs[1:i+1]...)
-			bad = append(bad, dup)
+			bad := append([]Record{&h}, recs[1:i+1]...)
+			bad = append(bad, &dup)
 			bad = append(bad, recs[i+1:]...)
 			if _, err := loadAll(bad); err == nil {
 				t.Fatal("a session's request id twice loads")
