@@ -8,7 +8,11 @@
 //
 //	c, err := client.New("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
 //	s, err := c.NewSession(ctx, 10*time.Second)
-//	defer s.Close(context.Background())
+//	defer func() { // bounded: an outage must not hold up the exit
+//		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+//		defer cancel()
+//		s.Close(ctx)
+//	}()
 //	g, err := s.Lock(ctx, "jobs/backup")
 //	// ... work, passing g.Token to the resources it writes ...
 //	err = s.Unlock(ctx, "jobs/backup")
@@ -42,10 +46,26 @@
 //     instead of proposing again, and re-sends the same acquire only if
 //     the cluster never saw it;
 //   - release (Unlock) and Surrender are not idempotent. They are resent
-//     only when the connection was refused (nothing was sent). After an
-//     unknown outcome Unlock asks the cluster what the session still
-//     holds and resends only if the hold is provably still there;
-//     Surrender returns an error wrapping ErrUnknownOutcome.
+//     only when the connection failed (refused, or not made within the
+//     connect timeout: nothing was sent). After an unknown outcome Unlock
+//     asks the cluster what the session still holds and resends only if
+//     the hold is provably still there; Surrender returns an error
+//     wrapping ErrUnknownOutcome.
+//
+// # Outages
+//
+// A node that takes no connection (a dead host, a stopped container)
+// costs a call RetryPolicy.ConnectTimeout (1s) before the next node is
+// tried; a node that takes the connection and then hangs (a paused
+// process) costs AttemptTimeout (5s; a keepalive: TTL/4). ctx bounds a
+// whole call: give Check a deadline on a resource's hot path. When a
+// call gives up, its error is the last answer a node gave — typically a
+// 503 no_leader whose message says how many voters the node reaches, with
+// Error.QuorumLost — rather than the failure of the last node tried,
+// which may only be a dead one's timeout; a session lost by its
+// keepalives wraps that answer in Err the same way. Closing a lost
+// session sends nothing (the cluster expires it); any other Close is
+// bounded by its ctx, so a deferred Close should get a short one.
 //
 // # Waiting and cancellation
 //
@@ -112,6 +132,7 @@ type Client struct {
 	learned   bool                 // learnLeader ran since the last failure
 	learnedAt time.Time            // when learnLeader last ran
 	down      map[string]time.Time // endpoints avoided until then
+	silent    map[string]time.Time // those of them that gave no answer: not asked for the leader either
 }
 
 // RetryPolicy bounds the retries of calls that are safe to repeat.
@@ -129,6 +150,13 @@ type RetryPolicy struct {
 	// paused VM, a partition that leaves connections open) holds a call
 	// before the client tries another one.
 	AttemptTimeout time.Duration
+	// ConnectTimeout bounds making a new connection: the dial and, with
+	// TLS, the handshake. A node that takes no connection at all (a dead
+	// host, a stopped container: its SYNs go unanswered) then costs a
+	// call this long before the next node is tried, not AttemptTimeout.
+	// It applies to the client's own transport: with WithHTTPClient, that
+	// client's dial and handshake timeouts count instead.
+	ConnectTimeout time.Duration
 	// StatusTimeout bounds one /v1/status while learning the leader.
 	StatusTimeout time.Duration
 }
@@ -139,6 +167,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	MaxBackoff:     2 * time.Second,
 	MaxElapsed:     30 * time.Second,
 	AttemptTimeout: 5 * time.Second,
+	ConnectTimeout: time.Second,
 	StatusTimeout:  2 * time.Second,
 }
 
@@ -154,7 +183,9 @@ const EnvToken = "LOCKD_TOKEN"
 func WithToken(secret string) Option { return func(c *Client) { c.token, c.tokSet = secret, true } }
 
 // WithHTTPClient sets the HTTP client (default: one with no overall
-// timeout, since long-polls last up to the server's maximum wait).
+// timeout, since long-polls last up to the server's maximum wait, whose
+// dials and TLS handshakes last at most RetryPolicy.ConnectTimeout; a
+// client given here keeps its own).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithLogger sets where the client logs retries and lost sessions
@@ -168,7 +199,8 @@ func WithRetryPolicy(p RetryPolicy) Option {
 		d := DefaultRetryPolicy
 		for _, f := range []struct{ v, def *time.Duration }{
 			{&p.MinBackoff, &d.MinBackoff}, {&p.MaxBackoff, &d.MaxBackoff},
-			{&p.AttemptTimeout, &d.AttemptTimeout}, {&p.StatusTimeout, &d.StatusTimeout},
+			{&p.AttemptTimeout, &d.AttemptTimeout}, {&p.ConnectTimeout, &d.ConnectTimeout},
+			{&p.StatusTimeout, &d.StatusTimeout},
 		} {
 			if *f.v <= 0 {
 				*f.v = *f.def
@@ -205,13 +237,15 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("lockd client: no endpoints given and %s is empty", EnvAddr)
 	}
 	c := &Client{
-		hc:    &http.Client{},
 		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		retry: DefaultRetryPolicy,
-		down:  map[string]time.Time{},
+		down:  map[string]time.Time{}, silent: map[string]time.Time{},
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: ownTransport(c.retry.ConnectTimeout)}
 	}
 	if !c.tokSet {
 		c.token = strings.TrimSpace(os.Getenv(EnvToken))
@@ -281,12 +315,28 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // hold on name (or on an ancestor of name), and the newest such token (0:
 // not held). A resource protected by a lock calls it before acting on a
 // holder's behalf.
-func (c *Client) Check(ctx context.Context, name string, token uint64) (valid bool, current uint64, err error) {
+//
+// The answer is linearizable: the client asks the leader, which confirms
+// its leadership (read-index) before answering, so a token revoked or
+// expired before the call is never called valid. It therefore needs a
+// leader, and fails over like any call during an election. ctx bounds the
+// whole call, retries and failovers included: a resource on its hot path
+// should give it a deadline and refuse the holder when it passes. A node
+// that takes no connection costs RetryPolicy.ConnectTimeout (1s) before
+// the next is tried.
+//
+// With Stale(), the node the client talks to answers from its own table
+// as it is, without a leader; a node cut off from the cluster may then
+// call valid a token revoked or expired meanwhile: not for a fencing
+// decision.
+func (c *Client) Check(ctx context.Context, name string, token uint64, opts ...ReadOption) (valid bool, current uint64, err error) {
 	var r struct {
 		Valid bool   `json:"valid"`
 		Token uint64 `json:"token"`
 	}
-	q := url.Values{"name": {name}, "token": {strconv.FormatUint(token, 10)}}
+	q := readQuery(opts)
+	q.Set("name", name)
+	q.Set("token", strconv.FormatUint(token, 10))
 	if err := c.do(ctx, call{method: "GET", path: "/v1/check", query: q, out: &r}); err != nil {
 		return false, 0, fmt.Errorf("lockd check %s token %d: %w", name, token, err)
 	}

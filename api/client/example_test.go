@@ -30,7 +30,13 @@ func Example_mutex() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(ctx)
+	defer func() {
+		// A bounded close: in an outage it must not hold up the exit. (A
+		// session already lost sends nothing: the cluster expires it.)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	}()
 
 	g, err := s.Lock(ctx, "jobs/backup")
 	if err != nil {
@@ -43,7 +49,11 @@ func Example_mutex() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer other.Close(ctx)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		other.Close(ctx)
+	}()
 	_, err = other.TryLock(ctx, "jobs/backup")
 	fmt.Println("other session:", errors.Is(err, client.ErrLocked))
 
@@ -77,7 +87,11 @@ func Example_semaphore() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer s.Close(ctx)
+		defer func() { // a bounded close: an outage must not hold up the exit
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			s.Close(ctx)
+		}()
 		sessions = append(sessions, s)
 	}
 	permit := []client.LockSpec{{Name: "pool/gpu", Weight: 1, Limit: limit}}
@@ -109,15 +123,27 @@ func Example_fencingToken() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(ctx)
+	defer func() { // a bounded close: an outage must not hold up the exit
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	}()
 
 	g, err := s.Lock(ctx, "db/orders")
 	if err != nil {
 		log.Fatal(err)
 	}
 	// The storage layer checks the token the writer presents (a lock on
-	// db/orders covers db/orders/42 too).
-	valid, _, err := c.Check(ctx, "db/orders/42", g.Token)
+	// db/orders covers db/orders/42 too). On its hot path it bounds the
+	// check (time to fail over from a dead node, about 1s, and more), and
+	// refuses the writer if the cluster cannot answer in time.
+	check := func(token uint64) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		valid, _, err := c.Check(ctx, "db/orders/42", token)
+		return valid, err
+	}
+	valid, err := check(g.Token)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -126,7 +152,7 @@ func Example_fencingToken() {
 	if err := s.Unlock(ctx, "db/orders"); err != nil {
 		log.Fatal(err)
 	}
-	valid, _, err = c.Check(ctx, "db/orders/42", g.Token)
+	valid, err = check(g.Token)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -147,7 +173,11 @@ func Example_multiLock() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(ctx)
+	defer func() { // a bounded close: an outage must not hold up the exit
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	}()
 
 	g, err := s.Acquire(ctx, []client.LockSpec{
 		{Name: "replica/a"}, {Name: "replica/b"}, {Name: "replica/c"},

@@ -24,14 +24,21 @@ func fakeCluster(t *testing.T, h http.HandlerFunc) *client.Client {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "{}") })
 	mux.HandleFunc("/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	c, err := client.NewWith([]string{srv.URL}, client.WithToken("fake"),
+	c, err := client.NewWith([]string{fakeNode(t, mux)}, client.WithToken("fake"),
 		client.WithRetryPolicy(client.RetryPolicy{MaxElapsed: 2 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// fakeNode starts an HTTP server standing in for a lockd node, closed at
+// cleanup, and returns its URL.
+func fakeNode(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func writeAPIError(w http.ResponseWriter, status int, code string) {

@@ -131,10 +131,11 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // Err returns nil while the session lives; after Done is closed, an error
 // matching ErrSessionNotFound (the cluster said the session is gone),
 // ErrKeepaliveExpired (no keepalive succeeded for longer than the TTL
-// minus the safety margin), ErrUnauthorized or ErrForbidden (the cluster
-// refused a keepalive: the token was deleted, or does not own the
-// session, so nothing keeps it alive) or ErrSessionClosed (Close was
-// called).
+// minus the safety margin; it wraps the cluster's last answer, such as a
+// no_leader *Error with QuorumLost, when a node gave one), ErrUnauthorized
+// or ErrForbidden (the cluster refused a keepalive: the token was
+// deleted, or does not own the session, so nothing keeps it alive) or
+// ErrSessionClosed (Close was called).
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -182,7 +183,10 @@ func (s *Session) keepalives(lastOK time.Time) {
 	}()
 	interval := s.ttl / 3
 	retryEvery := min(interval, 200*time.Millisecond)
-	var lastErr error
+	// answer is the last answer a node gave since the last success (a 503
+	// that says why there is no leader): it outlives later failures that
+	// say only that some node did not answer.
+	var lastErr, answer error
 	delay := interval
 	for {
 		if sleep(ctx, delay) != nil {
@@ -195,8 +199,7 @@ func (s *Session) keepalives(lastOK time.Time) {
 		}
 		deadline := lastOK.Add(s.ttl - s.margin)
 		if !now.Before(deadline) {
-			s.end(fmt.Errorf("%w: last success %v ago (ttl %v); last error: %w", ErrKeepaliveExpired,
-				now.Sub(lastOK).Round(time.Millisecond), s.ttl, lastErr))
+			s.end(s.expired(now.Sub(lastOK), answer, lastErr))
 			return
 		}
 		kctx, kcancel := context.WithDeadline(ctx, deadline)
@@ -211,7 +214,7 @@ func (s *Session) keepalives(lastOK time.Time) {
 		kcancel()
 		switch {
 		case err == nil:
-			lastOK, delay, lastErr = now, interval, nil
+			lastOK, delay, lastErr, answer = now, interval, nil, nil
 			s.revoked(alive.Revoked)
 		case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
 			s.end(fmt.Errorf("lockd session %s: keepalive: %w", s.id, err))
@@ -221,8 +224,29 @@ func (s *Session) keepalives(lastOK time.Time) {
 		default:
 			s.c.log.Info("lockd client: keepalive failed; retrying", "session", s.id, "err", err)
 			lastErr, delay = err, retryEvery
+			var ae *Error
+			if errors.As(err, &ae) && ae.HTTPStatus != 0 {
+				answer = err
+			}
 		}
 	}
+}
+
+// expired is Err of a session whose keepalives ran out for since: it
+// wraps ErrKeepaliveExpired and the cluster's last answer, if any (so
+// that errors.As finds its *Error: no_leader, QuorumLost), before the
+// last failure, which may only say that a dead node did not answer.
+func (s *Session) expired(since time.Duration, answer, last error) error {
+	since = since.Round(time.Millisecond)
+	switch {
+	case answer == nil:
+		return fmt.Errorf("%w: last success %v ago (ttl %v); last error: %w", ErrKeepaliveExpired, since, s.ttl, last)
+	case answer == last:
+		return fmt.Errorf("%w: last success %v ago (ttl %v); the cluster's last answer: %w", ErrKeepaliveExpired,
+			since, s.ttl, answer)
+	}
+	return fmt.Errorf("%w: last success %v ago (ttl %v); the cluster's last answer: %w; last error: %v",
+		ErrKeepaliveExpired, since, s.ttl, answer, last)
 }
 
 // keepaliveAttempt bounds one keepalive attempt: a quarter of the TTL
@@ -239,15 +263,30 @@ func (s *Session) paused(now time.Time) bool {
 
 // Close stops the keepalives and deletes the session, which releases
 // everything it holds and cancels its waiting requests. Done is closed
-// with ErrSessionClosed. Closing a session that is already gone on the
-// server is not an error.
+// with ErrSessionClosed. ctx bounds the delete, retries included (without
+// a deadline, RetryPolicy.MaxElapsed does: 30s by default), so a deferred
+// Close should get a short one, lest an outage hold up the program's
+// exit:
+//
+//	defer func() {
+//		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+//		defer cancel()
+//		s.Close(ctx)
+//	}()
+//
+// A session already lost (Done closed: the cluster said it is gone, or no
+// keepalive got through within its TTL) is not deleted: Close returns nil
+// at once without a request. Its locks count as lost already, and the
+// cluster expires it after its TTL (its names stay blocked for its lock
+// delay, if any). Closing a session that is already gone on the server is
+// not an error.
 func (s *Session) Close(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.loopDone
 	lost := s.usable()
 	s.end(ErrSessionClosed)
-	if lost != nil && !errors.Is(lost, ErrKeepaliveExpired) {
-		return nil // the cluster already said it is gone
+	if lost != nil {
+		return nil // lost, or closed before: nothing to give back
 	}
 	if _, err := s.c.deleteSession(ctx, s.id); err != nil && !errors.Is(err, ErrSessionNotFound) {
 		return fmt.Errorf("lockd close session %s: %w", s.id, err)

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockd/lockd/api/wire"
@@ -86,7 +87,7 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		// The node failed us (down, unreachable, without a leader, or
 		// diverged): forget it as the leader and move on to another
 		// endpoint.
-		cl.failed(target)
+		cl.failed(target, isAPI)
 		last = err
 		if isAPI {
 			answer = err
@@ -185,6 +186,32 @@ func decodeError(status int, b []byte) error {
 	}
 	return &Error{Code: code, Message: fmt.Sprintf("HTTP %d without a lockd error body: %.200q", status, b),
 		HTTPStatus: status}
+}
+
+// sharedTransports are the clients' own transports by connect timeout:
+// clients share their connections, as they did http.DefaultTransport's.
+var sharedTransports sync.Map // time.Duration -> *http.Transport
+
+// ownTransport is the transport of a client without WithHTTPClient: the
+// settings of http.DefaultTransport, but a dial and a TLS handshake
+// bounded by the connect timeout d, so that a node that takes no
+// connection costs d, not the attempt's whole timeout. A dial that
+// times out is a dial error: nothing was sent, and any call may go to
+// another node.
+func ownTransport(d time.Duration) *http.Transport {
+	if t, ok := sharedTransports.Load(d); ok {
+		return t.(*http.Transport)
+	}
+	t, _ := sharedTransports.LoadOrStore(d, &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   d,
+		ExpectContinueTimeout: time.Second,
+	})
+	return t.(*http.Transport)
 }
 
 // isDialError reports whether err happened before the request was sent.
@@ -293,8 +320,9 @@ func (cl *Client) target() string {
 	return cl.endpoints[cl.next%len(cl.endpoints)]
 }
 
-// failed notes that base did not serve a call.
-func (cl *Client) failed(base string) {
+// failed notes that base did not serve a call; answered says whether it
+// gave an answer (a 503) rather than none.
+func (cl *Client) failed(base string, answered bool) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.leader == base {
@@ -302,6 +330,11 @@ func (cl *Client) failed(base string) {
 	}
 	cl.learned = false // the next call learns the leader again
 	cl.down[base] = time.Now().Add(suspectFor)
+	if answered {
+		delete(cl.silent, base)
+	} else {
+		cl.silent[base] = cl.down[base]
+	}
 	for i, e := range cl.endpoints {
 		if e == base {
 			cl.next = i + 1
@@ -328,16 +361,25 @@ func (cl *Client) ensureLeader(ctx context.Context) {
 
 // learnLeader asks the endpoints, starting with the next one, for
 // /v1/status and remembers the first leader named (and every member's
-// address, as more endpoints to fail over to). It gives up quietly:
+// address, as more endpoints to fail over to). An endpoint that gave a
+// call no answer within suspectFor is not asked: a dead node would cost a
+// connect timeout (or a hung one an attempt) again. It gives up quietly:
 // calls then go to the endpoints in turn, which forward to the leader.
 func (cl *Client) learnLeader(ctx context.Context) {
 	cl.mu.Lock()
 	eps := append([]string(nil), cl.endpoints...)
 	first := cl.next
 	cl.learned, cl.learnedAt = true, time.Now()
+	silent := map[string]bool{}
+	for e, until := range cl.silent {
+		silent[e] = cl.learnedAt.Before(until)
+	}
 	cl.mu.Unlock()
 	for i := range eps {
 		base := eps[(first+i)%len(eps)]
+		if silent[base] {
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, cl.retry.StatusTimeout)
 		var st Status
 		err := cl.send(sctx, base, call{method: "GET", path: "/v1/status", out: &st})

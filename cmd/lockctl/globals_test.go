@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 )
 
 func TestHoistGlobals(t *testing.T) {
@@ -39,7 +41,7 @@ func TestHoistGlobals(t *testing.T) {
 // fails with exit 69, naming the address and "connection refused", well
 // within its --timeout (10s by default).
 func TestFailsFastWithoutANode(t *testing.T) {
-	addr := refusingAddr(t)
+	addr := lockdtest.RefusingAddr(t)
 	for _, args := range [][]string{
 		{"lock", "--addr", addr, "--wait", "0", "jobs/a", "--", "true"},
 		{"--addr", addr, "locks"},

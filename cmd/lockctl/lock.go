@@ -170,15 +170,11 @@ func (e *env) lock(o *lockOpts) int {
 	}
 	defer func() {
 		// Deleting the session releases the lock. If that fails the lock
-		// is released anyway when the TTL runs out. A lost session is
-		// deleted only in passing: the cluster is likely out of reach.
-		timeout, lost := 10*time.Second, s.Err() != nil
-		if lost {
-			timeout = time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		// is released anyway when the TTL runs out. Closing a lost session
+		// sends nothing: the cluster expires it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := s.Close(ctx); err != nil && !lost {
+		if err := s.Close(ctx); err != nil {
 			fmt.Fprintf(e.stderr, "lockctl lock: releasing %s: %v (it is released when the session TTL of %v runs out)\n", o.name, err, o.ttl)
 		}
 	}()

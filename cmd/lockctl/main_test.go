@@ -131,27 +131,6 @@ func startDevOn(t *testing.T, pki string, extra ...string) (string, *os.Process,
 	}
 }
 
-// refusingAddr returns a loopback address that refuses connections until
-// the test ends: a TCP socket bound to it that never listens. (A port of
-// a closed listener is free for any process that binds port 0 meanwhile,
-// such as another package's test server, which would then answer.)
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-}
-
 // getJSON GETs path on addr and decodes a 200 answer into out.
 func getJSON(addr, path string, out any) error {
 	return getJSONWith(http.DefaultClient, "http://"+addr+path, out)

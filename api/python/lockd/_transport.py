@@ -47,14 +47,19 @@ class RetryPolicy:
     jitter); ``max_elapsed`` bounds one call's retries (0: no bound);
     ``attempt_timeout`` bounds one HTTP attempt on top of a long-poll's
     server-side wait (it should exceed a leader election, and is how long a
-    hung node holds a call); ``status_timeout`` bounds one ``/v1/status``
-    while learning the leader.
+    hung node holds a call); ``connect_timeout`` bounds making the
+    connection of an attempt (the TCP connect and, with TLS, the
+    handshake), so that a node that answers no connection at all (a dead
+    host, a stopped container: its SYNs go unanswered) costs about that
+    long before the next node is tried, not the whole attempt;
+    ``status_timeout`` bounds one ``/v1/status`` while learning the leader.
     """
 
     min_backoff: float = 0.05
     max_backoff: float = 2.0
     max_elapsed: float = 30.0
     attempt_timeout: float = 5.0
+    connect_timeout: float = 1.0
     status_timeout: float = 2.0
 
 
@@ -117,10 +122,22 @@ def decode_error(status: int, raw: bytes) -> LockdError:
         body = json.loads(raw)
         e = body["error"]
         return error_for(str(e["code"]), str(e.get("message", "")), http_status=status,
-                         not_applied=bool(e.get("not_applied")))
+                         not_applied=bool(e.get("not_applied")), quorum_lost=bool(e.get("quorum_lost")))
     except (ValueError, KeyError, TypeError):
         code = "no_leader" if status in (502, 503, 504) else "internal"
         return error_for(code, f"HTTP {status} without a lockd error body: {raw[:200]!r}", http_status=status)
+
+
+def gave_up(what: str, answer: LockdError | None, last: Exception) -> LockdError:
+    """The error of a call whose retries ran out (what says which and
+    after how long): the last answer a node gave, as its own class with
+    its code and message first, and the last failure when it was another;
+    ClusterUnavailable with the last failure when no node answered."""
+    if answer is None:
+        return ClusterUnavailable(f"{what}: {last}")
+    also = "" if last is answer else f"; last failure: {last}"
+    return error_for(answer.code, f"{answer.message} ({what}{also})", http_status=answer.http_status,
+                     not_applied=answer.not_applied, quorum_lost=answer.quorum_lost)
 
 
 class Transport:
@@ -140,20 +157,45 @@ class Transport:
         self._learned = False
         self._learned_at = 0.0
         self._down: dict[str, float] = {}
+        # Those of them that gave no answer: not asked for the leader either.
+        self._silent: dict[str, float] = {}
 
     # ---- one attempt -----------------------------------------------------
+
+    def connect(self, base: str, timeout: float, where: str) -> http.client.HTTPConnection:
+        """Opens a connection to base within the policy's connect timeout
+        (at most timeout), then gives its socket timeout for what follows;
+        raises TLSError, or _TransportError (nothing was sent) naming
+        where (the call)."""
+        u = urllib.parse.urlsplit(base)
+        host, port = u.hostname or "", u.port
+        within = min(self.policy.connect_timeout, timeout) if self.policy.connect_timeout > 0 else timeout
+        conn: http.client.HTTPConnection
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=within, context=self.ssl_context)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=within)
+        try:
+            conn.connect()
+        except ssl.SSLError as e:
+            conn.close()
+            if _is_tls_refusal(e):
+                raise TLSError(f"{where}: TLS handshake: {e}") from e
+            raise _TransportError(where, e, sent=False) from e
+        except TimeoutError as e:
+            conn.close()
+            raise _TransportError(where, TimeoutError(f"no connection within {within:g}s"), sent=False) from e
+        except OSError as e:
+            conn.close()
+            raise _TransportError(where, e, sent=False) from e
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
 
     def send(self, base: str, method: str, path: str, *, query: dict[str, str] | None = None,
              body: Any = None, timeout: float, content_type: str = JSON) -> Answer:
         """Makes one attempt against base; raises LockdError for an error
         answer, TLSError, or _TransportError when no answer came."""
-        u = urllib.parse.urlsplit(base)
-        host, port = u.hostname or "", u.port
-        conn: http.client.HTTPConnection
-        if u.scheme == "https":
-            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self.ssl_context)
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
         where = f"{method} {path} on {base}"
         headers = {"Accept": JSON}
@@ -163,15 +205,8 @@ class Transport:
             headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
+        conn = self.connect(base, timeout, where)
         try:
-            try:
-                conn.connect()
-            except ssl.SSLError as e:
-                if _is_tls_refusal(e):
-                    raise TLSError(f"{where}: TLS handshake: {e}") from e
-                raise _TransportError(where, e, sent=False) from e
-            except OSError as e:
-                raise _TransportError(where, e, sent=False) from e
             try:
                 conn.request(method, target, body=payload, headers=headers)
                 resp = conn.getresponse()
@@ -202,9 +237,14 @@ class Transport:
         """Sends a call, retrying it as its class allows. ``wait`` is how
         long the server may hold it (a long-poll); ``attempt`` replaces the
         policy's attempt timeout; ``deadline`` (time.monotonic()) bounds the
-        whole call, retries included."""
+        whole call, retries included. When the retries run out, the error
+        is the last answer a node gave (its class, code and message: the
+        cluster's own reason, such as no_leader with quorum_lost), with the
+        last failure added, rather than the failure of the last node
+        tried, which may be a dead one."""
         start = time.monotonic()
         per_attempt = (attempt or self.policy.attempt_timeout) + wait
+        answer: LockdError | None = None  # the last retryable answer: the cluster's own reason
         for n in range(1_000_000):
             self._ensure_leader(deadline)
             target = self._target()
@@ -216,10 +256,10 @@ class Transport:
                 if not e.retry or isinstance(e, TLSError):
                     raise  # a definite answer
                 err: Exception = e
-                unsent = e.not_applied
+                answer, unsent = e, e.not_applied
             except _TransportError as e:
                 err, unsent = e, not e.sent
-            self._failed(target)
+            self._failed(target, answered=err is answer)
             if not (retry is Retry.SAFE or (retry is Retry.UNSENT and unsent)):
                 if retry is Retry.UNSENT:
                     raise OutcomeUnknown(f"{method} {path}: sent, but no answer: {err}") from err
@@ -227,8 +267,8 @@ class Transport:
             now = time.monotonic()
             if (self.policy.max_elapsed > 0 and now - start >= self.policy.max_elapsed) or \
                     (deadline is not None and now >= deadline):
-                raise ClusterUnavailable(f"{method} {path}: giving up after {n + 1} attempts in "
-                                         f"{now - start:.1f}s: {err}") from err
+                raise gave_up(f"{method} {path}: giving up after {n + 1} attempts in {now - start:.1f}s",
+                              answer, err) from err
             pause = self._backoff(n)
             if deadline is not None:
                 pause = min(pause, max(deadline - now, 0))
@@ -258,12 +298,18 @@ class Transport:
                     return e
             return self.endpoints[self._next % len(self.endpoints)]
 
-    def _failed(self, base: str) -> None:
+    def _failed(self, base: str, answered: bool = False) -> None:
+        """Notes that base did not serve a call; answered says whether it
+        gave an answer (a 503) rather than none."""
         with self._mu:
             if self.leader == base:
                 self.leader = ""
             self._learned = False
             self._down[base] = time.monotonic() + SUSPECT_FOR
+            if answered:
+                self._silent.pop(base, None)
+            else:
+                self._silent[base] = self._down[base]
             self._next = self.endpoints.index(base) + 1 if base in self.endpoints else self._next + 1
 
     def _ensure_leader(self, deadline: float | None) -> None:
@@ -274,14 +320,21 @@ class Transport:
 
     def _learn_leader(self, deadline: float | None) -> None:
         """Asks the endpoints for /v1/status and remembers the first leader
-        named, and every member as another endpoint. Gives up quietly:
-        calls then go to the endpoints in turn, which forward."""
+        named, and every member as another endpoint. An endpoint that gave
+        a call no answer within SUSPECT_FOR is not asked: a dead node
+        would cost a connect timeout (a hung one an attempt) again. Gives
+        up quietly: calls then go to the endpoints in turn, which
+        forward."""
         with self._mu:
             eps = list(self.endpoints)
             first = self._next
-            self._learned, self._learned_at = True, time.monotonic()
+            now = self._learned_at = time.monotonic()
+            self._learned = True
+            silent = {e for e, until in self._silent.items() if now < until}
         for i in range(len(eps)):
             base = eps[(first + i) % len(eps)]
+            if base in silent:
+                continue
             timeout = self.policy.status_timeout
             if deadline is not None:
                 timeout = min(timeout, deadline - time.monotonic())

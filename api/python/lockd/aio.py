@@ -181,15 +181,17 @@ class Session:
         """See :meth:`lockd.Session.info`."""
         return await asyncio.to_thread(self.sync.info)
 
-    async def close(self) -> None:
-        """See :meth:`lockd.Session.close`."""
-        await asyncio.to_thread(self.sync.close)
+    async def close(self, timeout: float | None = None) -> None:
+        """See :meth:`lockd.Session.close` (``timeout`` bounds it)."""
+        await asyncio.to_thread(self.sync.close, timeout)
 
     async def __aenter__(self) -> Session:
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
+        """Closes the session as :meth:`lockd.Session.__exit__` does:
+        within its ``close_timeout``, quietly for a session already lost."""
         await asyncio.to_thread(self.sync.__exit__, et, ev, tb)
 
 
@@ -210,9 +212,9 @@ class Client:
         """See :meth:`lockd.Client.session`."""
         return Session(await asyncio.to_thread(self.sync.session, ttl, **kwargs))
 
-    async def check(self, name: str, token: int) -> bool:
-        """See :meth:`lockd.Client.check`."""
-        return await asyncio.to_thread(self.sync.check, name, token)
+    async def check(self, name: str, token: int, *, timeout: float | None = None, stale: bool = False) -> bool:
+        """See :meth:`lockd.Client.check` (``timeout`` bounds the whole call)."""
+        return await asyncio.to_thread(self.sync.check, name, token, timeout=timeout, stale=stale)
 
     async def status(self) -> Status:
         """See :meth:`lockd.Client.status`."""

@@ -6,14 +6,13 @@ import http.client
 import os
 import ssl
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ._transport import (JSON, Answer, Retry, RetryPolicy, Transport, _TransportError, decode_error, normalize_endpoint,
                          quote)
 from .errors import ClusterUnavailable, LockdError, LockNotFound, TLSError
-from .session import Session
+from .session import DEFAULT_CLOSE_TIMEOUT, Session
 from .types import LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
 
 #: The environment variables read like the Go client and lockctl do.
@@ -47,12 +46,16 @@ class Client:
     are learned from it. Unset arguments are read from ``LOCKD_ADDR``,
     ``LOCKD_TOKEN``, ``LOCKD_CACERT``, ``LOCKD_CLIENT_CERT`` and
     ``LOCKD_CLIENT_KEY``; a CA or a client certificate switches HTTPS on.
-    The client does no I/O until the first call, which learns the leader.
+    ``retry`` bounds retries, attempts and connects (:class:`RetryPolicy`);
+    ``close_timeout`` (seconds) is how long leaving a session's ``with``
+    block may spend closing it, the default of :meth:`session`. The client
+    does no I/O until the first call, which learns the leader.
     """
 
     def __init__(self, addrs: Sequence[str] | str | None = None, *, token: str | None = None,
                  ca_cert: str | None = None, client_cert: str | None = None, client_key: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None, retry: RetryPolicy | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, retry: RetryPolicy | None = None,
+                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         if addrs is None:
             addrs = os.environ.get(ENV_ADDR, "")
         if isinstance(addrs, str):
@@ -67,6 +70,7 @@ class Client:
                                       client_key if client_key is not None else os.environ.get(ENV_CLIENT_KEY))
         endpoints = [normalize_endpoint(a, ssl_context is not None) for a in addrs]
         self.transport = Transport(endpoints, token=token, ssl_context=ssl_context, policy=retry or RetryPolicy())
+        self.close_timeout = close_timeout
 
     @property
     def endpoints(self) -> list[str]:
@@ -82,7 +86,8 @@ class Client:
 
     def session(self, ttl: float = 15.0, *, name: str | None = None, on_deadlock: str | None = None,
                 ordered: bool = False, lock_delay: float | None = None, safety_margin: float | None = None,
-                on_lost: Callable[[str, int, LockdError], None] | None = None) -> Session:
+                on_lost: Callable[[str, int, LockdError], None] | None = None,
+                close_timeout: float | None = None) -> Session:
         """Creates a session with a TTL in seconds (1 to 86400) and starts
         its keepalive thread. Use it in a ``with`` block to close it.
 
@@ -93,7 +98,9 @@ class Client:
         long before the TTL runs out, counted from the last successful
         keepalive, the session is reported lost. ``on_lost(name, token,
         error)`` is called, on a thread of its own, for every lock lost
-        without being released.
+        without being released. ``close_timeout`` (default: the client's,
+        2s) bounds closing the session when its ``with`` block is left
+        (see :meth:`Session.__exit__`).
         """
         margin = safety_margin if safety_margin is not None else max(ttl / 5, 0.2)
         if margin >= ttl - ttl / 3:
@@ -111,7 +118,8 @@ class Client:
         # Safe to repeat: a session made by an attempt whose answer was
         # lost holds nothing and expires after its TTL.
         info = self.transport.do("POST", "/v1/sessions", body=body).data
-        return Session(self, info, ttl, margin, sent, on_lost)
+        return Session(self, info, ttl, margin, sent, on_lost,
+                       self.close_timeout if close_timeout is None else close_timeout)
 
     def get_session(self, session_id: str) -> SessionInfo:
         """A session as the cluster sees it; SessionNotFound when gone."""
@@ -127,16 +135,40 @@ class Client:
         """/v1/status of the node the client talks to (the leader when known)."""
         return Status.of(self.transport.do("GET", "/v1/status").data)
 
-    def check(self, name: str, token: int) -> bool:
+    def check(self, name: str, token: int, *, timeout: float | None = None, stale: bool = False) -> bool:
         """True while token is the fencing token of a current hold on name
         (or on an ancestor of name): what a protected resource asks before
-        acting for a holder."""
-        return self.check_token(name, token)[0]
+        acting for a holder.
 
-    def check_token(self, name: str, token: int) -> tuple[bool, int]:
+        The answer is linearizable: the client asks the leader, which
+        confirms its leadership (read-index) before answering, so a token
+        revoked or expired before the call is never called valid. It
+        therefore needs a leader: during an election it fails over like
+        any call. ``timeout`` (seconds) bounds the whole call, retries and
+        failovers included (without it, the retry policy's
+        ``max_elapsed``); past it :class:`ClusterUnavailable` is raised,
+        and the resource should refuse the holder. A node that takes no
+        connection costs the policy's ``connect_timeout`` (1s) before the
+        next is tried.
+
+        ``stale=True`` asks whichever node the client talks to for its own
+        table as it is (``GET /v1/check?stale``): it answers without a
+        leader, but a node cut off from the cluster may call valid a token
+        that has been revoked or expired meanwhile. Not for a fencing
+        decision.
+        """
+        return self.check_token(name, token, timeout=timeout, stale=stale)[0]
+
+    def check_token(self, name: str, token: int, *, timeout: float | None = None,
+                    stale: bool = False) -> tuple[bool, int]:
         """(valid, current): check's answer and the newest token of a
-        current hold on name (0: not held)."""
-        d = self.transport.do("GET", "/v1/check", query={"name": name, "token": str(token)}).data
+        current hold on name (0: not held); ``timeout`` and ``stale`` as
+        in :meth:`check`."""
+        q = {"name": name, "token": str(token)}
+        if stale:
+            q["stale"] = ""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        d = self.transport.do("GET", "/v1/check", query=q, deadline=deadline).data
         return bool(d.get("valid")), int(d.get("token", 0))
 
     def get_lock(self, name: str, *, stale: bool = False) -> LockInfo | None:
@@ -204,13 +236,12 @@ class Client:
         t = self.transport
         t._ensure_leader(None)
         base = t._target()
-        u = urllib.parse.urlsplit(base)
-        conn: http.client.HTTPConnection
-        timeout = 60.0  # comments arrive every 15s
-        if u.scheme == "https":
-            conn = http.client.HTTPSConnection(u.hostname or "", u.port, timeout=timeout, context=t.ssl_context)
-        else:
-            conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=timeout)
+        where = f"GET /v1/events on {base}"
+        try:
+            conn = t.connect(base, 60.0, where)  # comments arrive every 15s
+        except _TransportError:
+            t._failed(base)
+            raise
         headers = {"Accept": "text/event-stream"}
         if t.token:
             headers["Authorization"] = "Bearer " + t.token
@@ -222,7 +253,7 @@ class Client:
                 raise TLSError(f"GET /v1/events on {base}: {e}") from e
             except (OSError, http.client.HTTPException) as e:
                 t._failed(base)
-                raise _TransportError(f"GET /v1/events on {base}", e, sent=True) from e
+                raise _TransportError(where, e, sent=True) from e
             if resp.status != 200:
                 err = decode_error(resp.status, resp.read(1 << 20))
                 if not err.retry:
@@ -233,7 +264,7 @@ class Client:
                 try:
                     line = resp.readline()
                 except (OSError, http.client.HTTPException) as e:
-                    raise _TransportError(f"GET /v1/events on {base}", e, sent=True) from e
+                    raise _TransportError(where, e, sent=True) from e
                 if not line:
                     return  # the node ended the stream: reconnect
                 if line.startswith(b"data:"):

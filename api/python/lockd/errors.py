@@ -22,8 +22,11 @@ class LockdError(Exception):
     ``code`` is the API error code (``"timeout"``, ``"not_held"``, ...) or a
     code of this client (``"outcome_unknown"``, ``"session_lost"``, ...),
     ``message`` the server's (or client's) explanation, ``http_status`` the
-    HTTP status (0 when the error was not an HTTP answer) and
-    ``not_applied`` the server's word that it did nothing with the request.
+    HTTP status (0 when the error was not an HTTP answer),
+    ``not_applied`` the server's word that it did nothing with the request
+    and ``quorum_lost``, on a 503 ``no_leader``, its word that it reaches
+    fewer voters than a majority (no leader can be elected on its side:
+    the message says how many it reaches).
     """
 
     #: The API code this class stands for (subclasses override it).
@@ -35,12 +38,13 @@ class LockdError(Exception):
     retry = False
 
     def __init__(self, message: str, *, code: str | None = None, http_status: int = 0,
-                 not_applied: bool = False) -> None:
+                 not_applied: bool = False, quorum_lost: bool = False) -> None:
         super().__init__(message)
         self.code = code or self.default_code
         self.message = message
         self.http_status = http_status
         self.not_applied = not_applied
+        self.quorum_lost = quorum_lost
         #: The answer's headers, when it was an HTTP answer.
         self.headers: Any = None
 
@@ -158,7 +162,11 @@ class LimitExceeded(LockdError):
 
 class ClusterUnavailable(LockdError):
     """No leader was reachable (503 ``no_leader``), or no node answered
-    before the retries of a call that is safe to repeat ran out."""
+    before the retries of a call that is safe to repeat ran out (or its
+    deadline passed). When a node answered meanwhile, the error is that
+    answer — ``http_status`` 503, the node's message (``no leader: 1 of 3
+    voters reachable …``), ``quorum_lost`` — with the last failure added
+    to the message; ``http_status`` is 0 when no node answered."""
 
     default_code = "no_leader"
     retry = True
@@ -236,8 +244,9 @@ _BY_CODE: dict[str, type[LockdError]] = {
 }
 
 
-def error_for(code: str, message: str, *, http_status: int = 0, not_applied: bool = False) -> LockdError:
+def error_for(code: str, message: str, *, http_status: int = 0, not_applied: bool = False,
+              quorum_lost: bool = False) -> LockdError:
     """Returns the exception for an API error code (:class:`LockdError`
     itself for a code this client does not know)."""
     cls = _BY_CODE.get(code, LockdError)
-    return cls(message, code=code, http_status=http_status, not_applied=not_applied)
+    return cls(message, code=code, http_status=http_status, not_applied=not_applied, quorum_lost=quorum_lost)

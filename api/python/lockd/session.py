@@ -49,6 +49,11 @@ MIN_RETRY_WAIT = 0.1
 REATTACH_GRACE = 5.0
 # How many revocations a session remembers (the cluster lists 16).
 RECENT_REVOCATIONS = 64
+#: How long leaving a session's ``with`` block (or a grant's, on an
+#: exception) may spend giving it back by default, in seconds: long enough
+#: for a leader election, short enough that an outage does not hold up the
+#: program's exit.
+DEFAULT_CLOSE_TIMEOUT = 2.0
 
 
 def new_request_id() -> str:
@@ -110,16 +115,22 @@ class Grant:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Releases the grant. On an exception the release is bounded by
+        the session's ``close_timeout`` and a failure is one warning line:
+        the exception goes on undelayed and unmasked (the session's close,
+        or its expiry, gives the locks back). Without one it is an ordinary
+        release, whose failure is raised."""
         if self.released or self.lost.is_set() or not self.session.usable():
             return  # nothing this client could still give back
+        deadline = None if et is None else time.monotonic() + self.session.close_timeout
         try:
-            self.release()
+            self.session._release(self, deadline)
         except (NotHeld, SessionNotFound, SessionLost, SessionClosed):
             pass  # lost meanwhile: lost is set
-        except LockdError:
+        except LockdError as e:
             if et is None:
                 raise
-            log.warning("lockd: releasing %s after %s failed", self, et.__name__, exc_info=True)
+            log.warning("lockd: releasing %s after %s failed: %s", self, et.__name__, e)
 
 
 class _Attempt:
@@ -138,17 +149,21 @@ class Session:
     is gone or no keepalive succeeded for TTL minus the safety margin.
 
     Use it as a context manager (``with client.session(ttl=10) as s:``): it
-    is closed on exit, which releases everything it holds.
+    is closed on exit, which releases everything it holds, within
+    ``close_timeout`` seconds (see :meth:`__exit__`).
     """
 
     def __init__(self, client: Cluster, info: dict[str, Any], ttl: float, margin: float, sent: float,
-                 on_lost: Callable[[str, int, LockdError], None] | None) -> None:
+                 on_lost: Callable[[str, int, LockdError], None] | None,
+                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         self.client = client
         self.id: str = info["id"]
         self.name: str = info.get("name", "")
         self.ttl = ttl
         self.margin = margin
         self.on_lost = on_lost
+        #: How long leaving the ``with`` block may spend closing the session.
+        self.close_timeout = close_timeout
         #: Set when the session ends in any way (closed too).
         self.done = threading.Event()
         #: Set when the session ends without being closed (lost or error).
@@ -241,13 +256,16 @@ class Session:
         retry_every = min(interval, 0.2)
         delay = interval
         last_err: LockdError | None = None
+        # The last answer a node gave since the last success (a 503 that
+        # says why there is no leader): it outlives later failures that
+        # say only that some node did not answer.
+        answer: LockdError | None = None
         path = f"/v1/sessions/{quote(self.id)}/keepalive"
         while not self._stop.wait(delay):
             now = time.monotonic()
             deadline = last_ok + self.ttl - self.margin
             if now >= deadline:
-                self._end("lost", SessionLost(f"session {self.id}: no keepalive succeeded for "
-                                              f"{now - last_ok:.1f}s (ttl {self.ttl}s); last error: {last_err}"))
+                self._end("lost", self._expired(now - last_ok, answer, last_err))
                 return
             try:
                 ans = self.client.transport.do("POST", path, attempt=max(self.ttl / 4, 0.25), deadline=deadline)
@@ -260,26 +278,62 @@ class Session:
                 if self._stop.is_set():
                     return
                 last_err, delay = e, retry_every
-                self._set_state("suspended", e)
+                if e.http_status:
+                    answer = e
+                self._set_state("suspended", answer or e)
                 continue
-            last_ok, delay, last_err = now, interval, None
+            last_ok, delay, last_err, answer = now, interval, None, None
             self._set_state("alive", None)
             self._revoked((ans.data or {}).get("revoked") or [])
 
-    def close(self) -> None:
+    def _expired(self, since: float, answer: LockdError | None, last: LockdError | None) -> SessionLost:
+        """The error of a session whose keepalives ran out: it names the
+        cluster's last answer (its cause) before the last failure."""
+        why = f"session {self.id}: no keepalive succeeded for {since:.1f}s (ttl {self.ttl}s)"
+        if answer is not None:
+            why += f"; the cluster's last answer: {answer}"
+        if last is not answer:
+            why += f"; last error: {last}"
+        lost = SessionLost(why)
+        lost.__cause__ = answer or last
+        return lost
+
+    def close(self, timeout: float | None = None) -> None:
         """Stops the keepalives and deletes the session, which releases
         everything it holds and cancels its waiting requests. Closing a
-        session the cluster already forgot is not an error."""
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
-        prior = self.error
-        self._end("closed", SessionClosed(f"session {self.id} closed"))
+        session the cluster already forgot (or said is gone) is not an
+        error and sends nothing. A session lost because no keepalive got
+        through may still exist: close tries to delete it and raises
+        :class:`ClusterUnavailable` (the cluster's last answer) when it
+        cannot; the cluster then expires it after its TTL.
+
+        ``timeout`` (seconds) bounds the whole close; without it the retry
+        policy's ``max_elapsed`` bounds the delete (30s by default).
+        Leaving the ``with`` block closes with the session's
+        ``close_timeout`` instead (:meth:`__exit__`).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        prior = self._stop_keepalives(deadline)
         if isinstance(prior, SessionClosed) or (
                 prior is not None and isinstance(prior.__cause__, (SessionNotFound, Unauthorized, Forbidden))):
             return  # closed before, or the cluster said it is gone
+        self._delete(deadline)
+
+    def _stop_keepalives(self, deadline: float | None) -> LockdError | None:
+        """Stops the keepalive thread, ends the session as closed and
+        returns how it had ended before (None: it lived). With a deadline
+        it does not wait for a keepalive in flight: the thread ends after
+        it by itself, and its answer no longer counts."""
+        self._stop.set()
+        if deadline is None and self._thread is not threading.current_thread():
+            self._thread.join()
+        prior = self.error
+        self._end("closed", SessionClosed(f"session {self.id} closed"))
+        return prior
+
+    def _delete(self, deadline: float | None) -> None:
         try:
-            self.client.transport.do("DELETE", f"/v1/sessions/{quote(self.id)}")
+            self.client.transport.do("DELETE", f"/v1/sessions/{quote(self.id)}", deadline=deadline)
         except SessionNotFound:
             pass
 
@@ -288,12 +342,34 @@ class Session:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Closes the session on leaving the ``with`` block, within
+        ``close_timeout`` seconds, so that an outage neither delays nor
+        masks the block's own exception (SystemExit and KeyboardInterrupt
+        too) nor holds up its exit.
+
+        A session already lost (state ``"lost"``: the cluster said it is
+        gone, or no keepalive got through within its TTL) is not deleted:
+        its locks count as lost already and there is nothing to give back;
+        the cluster expires it after its TTL (its names stay blocked for its
+        ``lock_delay``, if any). Otherwise the session is deleted; if that
+        fails or runs out of time, one warning line (no traceback) says so
+        and the exit goes on — the cluster expires the session after its
+        TTL. Only with no exception in flight is a refusal (Unauthorized,
+        Forbidden) raised. A 404 (already gone) is quiet.
+        """
+        deadline = time.monotonic() + self.close_timeout
+        prior = self._stop_keepalives(deadline)
+        if prior is not None and not isinstance(prior, KeepaliveError):
+            return  # closed before, or lost: the cluster expires it
         try:
-            self.close()
-        except LockdError:
+            self._delete(deadline)
+        except ClusterUnavailable as e:
+            log.warning("lockd: session %s not closed within %gs; the cluster expires it after its ttl of %gs: %s",
+                        self.id, self.close_timeout, self.ttl, e)
+        except LockdError as e:
             if et is None:
                 raise
-            log.warning("lockd: closing session %s failed", self.id, exc_info=True)
+            log.warning("lockd: closing session %s after %s failed: %s", self.id, et.__name__, e)
 
     def info(self) -> SessionInfo:
         """The session as the cluster sees it (what it holds and waits for)."""
@@ -427,13 +503,17 @@ class Session:
         answer it asks the cluster for the request's state before
         resending: a request is released once, so it is never counted down
         twice."""
+        self._release(grant, None)
+
+    def _release(self, grant: Grant, deadline: float | None) -> None:
+        """release, its calls bounded by deadline (time.monotonic())."""
         body = {"session": self.id, "request_id": grant.request_id}
         while True:
             try:
-                self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT)
+                self.client.transport.do("POST", "/v1/release", body=body, retry=Retry.UNSENT, deadline=deadline)
                 break
             except OutcomeUnknown as e:
-                if self._request_released(grant.request_id, e):
+                if self._request_released(grant.request_id, e, deadline):
                     break
             except LockdError as e:
                 self._note_lost(e)
@@ -444,11 +524,12 @@ class Session:
         grant.released = True
         self._released(grant.names())
 
-    def _request_released(self, rid: str, cause: OutcomeUnknown) -> bool:
+    def _request_released(self, rid: str, cause: OutcomeUnknown, deadline: float | None) -> bool:
         """Whether a release of request rid whose outcome is unknown took
         effect (the request says "released"); False when it did not
         ("granted": resend); OutcomeUnknown when the cluster cannot say."""
-        st = self.client.transport.do("GET", f"/v1/requests/{quote(rid)}", query={"session": self.id}).data
+        st = self.client.transport.do("GET", f"/v1/requests/{quote(rid)}", query={"session": self.id},
+                                      deadline=deadline).data
         status = st.get("status", "")
         if status == "released":
             return True

@@ -4,6 +4,7 @@ node with TLS (client certificates) and ACLs."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -15,12 +16,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import typing
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +300,102 @@ def cluster(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     c = _cluster(lockd_bin, tmp_path_factory.mktemp("cluster"), 3, [])
     yield c
     c.stop()
+
+
+@pytest.fixture
+def start_cluster(lockd_bin: str, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[Callable[..., Cluster]]:
+    """Starts 3-node clusters of the test's own (for tests that freeze or
+    kill nodes); resumes and kills their nodes when the test ends, and
+    prints their logs' tails if it failed."""
+    started: list[Cluster] = []
+
+    def start(*extra: str) -> Cluster:
+        c = _cluster(lockd_bin, tmp_path_factory.mktemp("cluster"), 3, list(extra))
+        started.append(c)
+        return c
+    yield start
+    rep = getattr(request.node, "rep_call", None)
+    for c in started:
+        if rep is not None and rep.failed:
+            for n in c.nodes:
+                print(f"---- {n.id} ({n.http_addr}) ----\n{n.tail()}")
+        for n in c.nodes:
+            if n.proc and n.proc.poll() is None:
+                n.signal(signal.SIGCONT)
+        c.stop()
+
+
+@pytest.fixture
+def silent_addr() -> Iterator[str]:
+    """host:port of a loopback listener that completes no connection, as
+    a dead host or a stopped container does (their SYNs go unanswered):
+    it listens with a backlog of 0 and one connection it never accepts
+    fills its accept queue, and Linux drops the SYNs of a listener whose
+    accept queue is full. (A closed port answers RST at once, and a
+    SIGSTOPped process's port still completes the handshake.)"""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    addr = srv.getsockname()
+    filler = socket.create_connection(addr, timeout=5)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.settimeout(0.3)
+    try:
+        probe.connect(addr)
+        pytest.fail("a full listener completed a connection: this kernel answers SYNs it cannot queue")
+    except TimeoutError:
+        pass
+    finally:
+        probe.close()
+    yield f"{addr[0]}:{addr[1]}"
+    filler.close()
+    srv.close()
+
+
+#: What a fake node answers a request: an HTTP status and a JSON body, or
+#: None to close the connection without an answer (a node that took the
+#: request and died).
+Reply = tuple[int, Any] | None
+
+
+@contextlib.contextmanager
+def fake_node(route: Callable[[str, str], Reply]) -> Iterator[str]:
+    """An HTTP server on a loopback port standing in for a lockd node, for
+    answers a real one gives only in an outage: route(method, path with
+    its query) says what each request gets (it may block: each request
+    has a thread). Yields its host:port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def serve(self) -> None:
+            n = int(self.headers.get("Content-Length", 0) or 0)
+            if n:
+                self.rfile.read(n)
+            reply = route(self.command, self.path)
+            if reply is None:
+                self.close_connection = True
+                return
+            status, body = reply
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_DELETE = serve
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 @pytest.fixture(autouse=True)

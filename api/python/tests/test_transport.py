@@ -3,17 +3,17 @@ which calls are retried when a node takes a request and answers nothing."""
 
 from __future__ import annotations
 
-import json
+import logging
 import socket
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 import lockd
+from conftest import Reply, fake_node
 from lockd._transport import Retry, decode_error, normalize_endpoint
 from lockd.types import format_duration, parse_duration
 
@@ -130,53 +130,28 @@ def test_reattach_names_the_session() -> None:
     own, and another session of the same token may use the same one."""
     gets: list[str] = []
 
-    class FakeNode(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def answer(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path == "/v1/sessions":
-                self.answer(201, {"id": "s1", "ttl": "10s"})
-            elif self.path == "/v1/acquire":  # the outcome is unknown
-                self.answer(503, {"error": {"code": "no_leader", "message": "fake"}})
-            else:
-                self.answer(200, {"ttl": "10s"})
-
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            if not url.path.startswith("/v1/requests/"):
-                self.answer(200, {})
-                return
+    def route(method: str, path: str) -> Reply:
+        url = urlsplit(path)
+        if method == "POST" and url.path == "/v1/sessions":
+            return 201, {"id": "s1", "ttl": "10s"}
+        if method == "POST" and url.path == "/v1/acquire":  # the outcome is unknown
+            return 503, {"error": {"code": "no_leader", "message": "fake"}}
+        if method == "DELETE":
+            return 200, {"released": []}
+        if method == "GET" and url.path.startswith("/v1/requests/"):
             session = parse_qs(url.query).get("session", [""])[0]
             gets.append(session)
             if session != "s1":  # as for an id two sessions use
-                self.answer(400, {"error": {"code": "invalid_request", "message": "give the session"}})
-                return
-            self.answer(200, {"request_id": url.path.rsplit("/", 1)[1], "session": "s1", "status": "granted", "token": 3,
-                              "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]})
+                return 400, {"error": {"code": "invalid_request", "message": "give the session"}}
+            return 200, {"request_id": url.path.rsplit("/", 1)[1], "session": "s1", "status": "granted", "token": 3,
+                         "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]}
+        return 200, {"ttl": "10s"} if method == "POST" else {}
 
-        def do_DELETE(self) -> None:
-            self.answer(200, {"released": []})
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeNode)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        s = _client(f"127.0.0.1:{srv.server_address[1]}").session(10)
+    with fake_node(route) as addr:
+        s = _client(addr).session(10)
         g = s.lock("a", wait=5)
         assert g.token == 3
         assert gets and all(x == "s1" for x in gets), f"re-attaches named sessions {gets}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.mark.parametrize("state,sends", [("released", 1), ("granted", 2)])
@@ -187,51 +162,186 @@ def test_release_of_unknown_outcome_is_settled(state: str, sends: int) -> None:
     more. Never counted down twice, never raised as unknown."""
     releases: list[int] = []
 
-    class FakeNode(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
+    def route(method: str, path: str) -> Reply:
+        if method == "POST" and path == "/v1/sessions":
+            return 201, {"id": "s1", "ttl": "10s"}
+        if method == "POST" and path == "/v1/acquire":
+            return 200, {"status": "granted", "request_id": "r1", "token": 3,
+                         "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]}
+        if method == "POST" and path == "/v1/release":
+            releases.append(1)
+            if len(releases) == 1:  # the first answer is lost
+                return 503, {"error": {"code": "no_leader", "message": "fake"}}
+            return 200, {"released": [{"name": "a"}]}
+        if method == "GET" and path.startswith("/v1/requests/r1"):
+            return 200, {"request_id": "r1", "session": "s1", "status": state, "token": 3}
+        if method == "DELETE":
+            return 200, {"released": []}
+        return 200, {"ttl": "10s"} if method == "POST" else {}
 
-        def answer(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path == "/v1/sessions":
-                self.answer(201, {"id": "s1", "ttl": "10s"})
-            elif self.path == "/v1/acquire":
-                self.answer(200, {"status": "granted", "request_id": "r1", "token": 3,
-                                  "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]})
-            elif self.path == "/v1/release":
-                releases.append(1)
-                if len(releases) == 1:  # the first answer is lost
-                    self.answer(503, {"error": {"code": "no_leader", "message": "fake"}})
-                else:
-                    self.answer(200, {"released": [{"name": "a"}]})
-            else:
-                self.answer(200, {"ttl": "10s"})
-
-        def do_GET(self) -> None:
-            if self.path.startswith("/v1/requests/r1"):
-                self.answer(200, {"request_id": "r1", "session": "s1", "status": state, "token": 3})
-            else:
-                self.answer(200, {})
-
-        def do_DELETE(self) -> None:
-            self.answer(200, {"released": []})
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeNode)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        s = _client(f"127.0.0.1:{srv.server_address[1]}").session(10)
+    with fake_node(route) as addr:
+        s = _client(addr).session(10)
         g = s.lock("a", wait=5)
         s.release(g)
         assert g.released
         assert len(releases) == sends, f"release sent {len(releases)} times, want {sends}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+
+
+# ---- an outage: dead nodes, hung nodes, and what the errors say ----------
+
+# A 503 as a node without quorum answers it.
+NO_QUORUM = "no leader: 1 of 3 voters reachable (n1); a majority of 2 is needed"
+NO_QUORUM_BODY = {"error": {"code": "no_leader", "message": NO_QUORUM, "not_applied": True, "quorum_lost": True}}
+
+
+def test_a_leader_that_takes_no_connection_costs_a_connect_timeout(silent_addr: str) -> None:
+    """The leader the cluster names takes no connection (a killed
+    container): the check fails over after the policy's connect timeout
+    (1s), not after the attempt timeout (30s here), and the dead node is
+    not asked for the leader again while it is suspect."""
+    def route(method: str, path: str) -> Reply:
+        if path == "/v1/status":
+            return 200, {"leader": {"id": "n9", "http_addr": silent_addr}}
+        if path.startswith("/v1/check"):
+            return 200, {"valid": True, "token": 7}
+        return 404, {"error": {"code": "not_found", "message": path}}
+
+    with fake_node(route) as addr:
+        policy = lockd.RetryPolicy(attempt_timeout=30, status_timeout=30)
+        c = lockd.Client(addr, token="", retry=policy)
+        start = time.monotonic()
+        assert c.check("jobs/x", 7)
+        took = time.monotonic() - start
+    print(f"check failed over from a node that takes no connection in {took:.3f}s")
+    assert took < policy.connect_timeout + 3, f"check took {took:.1f}s"
+
+
+def test_check_timeout_bounds_the_call(silent_addr: str) -> None:
+    """check(timeout=) bounds the whole call, failovers included: with no
+    node taking a connection, ClusterUnavailable comes at the bound."""
+    c = lockd.Client(silent_addr, token="",
+                     retry=lockd.RetryPolicy(attempt_timeout=30, status_timeout=30, max_elapsed=0))
+    start = time.monotonic()
+    with pytest.raises(lockd.ClusterUnavailable) as e:
+        c.check("jobs/x", 7, timeout=0.5)
+    took = time.monotonic() - start
+    print(f"check(timeout=0.5) with no node reachable: {e.value} after {took:.3f}s")
+    assert took < 3, f"check(timeout=0.5) took {took:.1f}s"
+    assert "no connection within" in e.value.message
+
+
+def test_giving_up_names_the_last_answer() -> None:
+    """A call whose retries run out says what the cluster last answered
+    (a 503 without quorum: its code, message and quorum_lost), not only
+    that the last node tried gave no answer."""
+    checks: list[int] = []
+
+    def route(method: str, path: str) -> Reply:
+        if path == "/v1/status":
+            return 200, {}
+        checks.append(1)
+        return (503, NO_QUORUM_BODY) if len(checks) == 1 else None  # then: no answer at all
+
+    with fake_node(route) as addr:
+        with pytest.raises(lockd.ClusterUnavailable) as e:
+            _client(addr).check("jobs/x", 1)
+    assert len(checks) > 1, "the call gave up after the 503 without trying again"
+    err = e.value
+    assert NO_QUORUM in err.message and err.quorum_lost and err.http_status == 503, str(err)
+    assert "giving up after" in err.message and "last failure" in err.message, str(err)
+
+
+def test_lost_session_names_the_last_answer() -> None:
+    """A session whose keepalives ran out names the cluster's last answer
+    (its cause, too), though later keepalives got no answer at all."""
+    keepalives: list[int] = []
+
+    def route(method: str, path: str) -> Reply:
+        if path == "/v1/sessions":
+            return 201, {"id": "s1", "ttl": "2s"}
+        if path.endswith("/keepalive"):
+            keepalives.append(1)
+            return (503, NO_QUORUM_BODY) if len(keepalives) == 1 else None
+        return 200, {}
+
+    with fake_node(route) as addr:
+        s = _client(addr).session(ttl=2)
+        assert s.lost.wait(15), "the session was not reported lost"
+        s.close()
+    err = s.error
+    assert isinstance(err, lockd.SessionLost) and s.state == "lost"
+    assert NO_QUORUM in str(err), str(err)
+    assert isinstance(err.__cause__, lockd.ClusterUnavailable) and err.__cause__.quorum_lost, repr(err.__cause__)
+    assert len(keepalives) > 1
+
+
+def hung_cluster(hang: threading.Event, release: threading.Event) -> Callable[[str, str], Reply]:
+    """A fake node with one session "hung-1", which gets lock "a" when it
+    asks, that once hang is set holds every request until release is set
+    and then closes it unanswered: a frozen node, whose port still takes
+    connections."""
+    def route(method: str, path: str) -> Reply:
+        if hang.is_set():
+            release.wait(60)
+            return None
+        if path == "/v1/sessions":
+            return 201, {"id": "hung-1", "ttl": "30s"}
+        if path == "/v1/acquire":
+            return 200, {"status": "granted", "request_id": "r1", "token": 3,
+                         "granted": [{"name": "a", "mode": "write", "weight": 1, "token": 3}]}
+        return 200, {}
+    return route
+
+
+@pytest.mark.parametrize("raise_exit", [False, True], ids=["return", "SystemExit"])
+def test_session_exit_is_bounded_when_the_cluster_hangs(raise_exit: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Leaving a session's with block while no node answers: the close
+    gives up after close_timeout with one warning line (no traceback).
+    With the job's own SystemExit in flight, the grant's release on the
+    way out is bounded the same way, and the SystemExit goes through
+    unchanged."""
+    hang, release = threading.Event(), threading.Event()
+    with fake_node(hung_cluster(hang, release)) as addr:
+        c = lockd.Client(addr, token="", close_timeout=0.5,
+                         retry=lockd.RetryPolicy(attempt_timeout=30, status_timeout=30))
+        s = c.session(ttl=30)
+        caplog.set_level(logging.INFO, logger="lockd")
+        start = 0.0
+        try:
+            with s:
+                if raise_exit:
+                    with s.lock("a", wait=5):
+                        hang.set()
+                        start = time.monotonic()
+                        raise SystemExit(3)
+                hang.set()
+                start = time.monotonic()
+        except SystemExit as e:
+            assert raise_exit and e.code == 3
+        took = time.monotonic() - start
+        release.set()
+    print(f"left the with blocks in {took:.3f}s (close_timeout 0.5s)")
+    assert took < 5, f"leaving the with blocks took {took:.1f}s"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    # (Sessions of the other tests' fake nodes may log their loss meanwhile.)
+    records = [r for r in caplog.records if "hung-1" in r.getMessage() or "Grant" in r.getMessage()]
+    want = ["releasing", "not closed"] if raise_exit else ["not closed"]
+    assert [r.levelno for r in records] == [logging.WARNING] * len(want), [r.getMessage() for r in records]
+    assert all(w in r.getMessage() for w, r in zip(want, records)), [r.getMessage() for r in records]
+    assert s.state == "closed"
+
+
+def test_explicit_close_is_bounded_by_its_timeout() -> None:
+    """s.close(timeout=) raises, as close does, but at its bound."""
+    hang, release = threading.Event(), threading.Event()
+    with fake_node(hung_cluster(hang, release)) as addr:
+        c = lockd.Client(addr, token="", retry=lockd.RetryPolicy(attempt_timeout=30, status_timeout=30))
+        s = c.session(ttl=30)
+        hang.set()
+        start = time.monotonic()
+        with pytest.raises(lockd.ClusterUnavailable):
+            s.close(timeout=0.5)
+        took = time.monotonic() - start
+        release.set()
+    print(f"close(timeout=0.5) gave up in {took:.3f}s")
+    assert took < 5, f"close(timeout=0.5) took {took:.1f}s"
