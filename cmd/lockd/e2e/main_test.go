@@ -20,8 +20,9 @@
 package e2e
 
 import (
-	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 	"testing"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
 )
 
 // lockdBin and lockctlBin are the binaries TestMain built; empty in
