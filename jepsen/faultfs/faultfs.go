@@ -6,9 +6,9 @@
 //
 // It also keeps apart what was written since it was made durable
 // (durable.go): PowerLoss throws away each file's writes since its last
-// fsync and each name changed since its directory's, and may tear the
-// last write of a file; and it can fail reads or change a byte of them
-// (reads.go).
+// fsync and each name changed since its directory's (names.go: wherever
+// the directory was renamed since), and may tear the last write of a
+// file; and it can fail reads or change a byte of them (reads.go).
 //
 // The mirror is go-fuse's loopback filesystem; faultfs wraps its nodes
 // and open files and answers EIO, before the backing directory is
