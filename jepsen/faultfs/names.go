@@ -108,6 +108,16 @@ func (d *durability) untracked(what string, err error) {
 	d.lost = append(d.lost, fmt.Errorf("%s: %w", what, err))
 }
 
+// doUntracked makes a change with do that cannot be recorded (err says
+// why), and notes it if do made it. The caller holds d.mu.
+func (d *durability) doUntracked(what string, err error, do func() syscall.Errno) syscall.Errno {
+	errno := do()
+	if err != nil && errno == 0 {
+		d.untracked(what, err)
+	}
+	return errno
+}
+
 // created records name, just made in the directory at dir, as a change
 // a power loss undoes by removing it. The caller holds d.mu.
 func (d *durability) created(dir, name string) {
@@ -132,17 +142,13 @@ func (d *durability) unlink(dir, name string, do func() syscall.Errno) syscall.E
 	if err == nil {
 		st, ok, err = statAt(parent, name)
 	}
+	what := "unlink " + filepath.Join(dir, name)
 	if err != nil || !ok || isDir(st) { // do fails, or cannot be tracked
-		errno := do()
-		if err != nil && errno == 0 {
-			d.untracked("unlink "+filepath.Join(dir, name), err)
-		}
-		return errno
+		return d.doUntracked(what, err, do)
 	}
 	k, err := d.keep(parent, name, st)
 	if err != nil {
-		d.untracked("unlink "+filepath.Join(dir, name), err)
-		return do()
+		return d.doUntracked(what, err, do)
 	}
 	if errno := do(); errno != 0 {
 		d.discard(k)
@@ -158,11 +164,8 @@ func (d *durability) unlink(dir, name string, do func() syscall.Errno) syscall.E
 func (d *durability) rmdir(dir, name string) syscall.Errno {
 	parent, err := d.dirAt(dir)
 	if err != nil {
-		errno := toErrno(unix.Rmdir(filepath.Join(dir, name)))
-		if errno == 0 {
-			d.untracked("rmdir "+filepath.Join(dir, name), err)
-		}
-		return errno
+		path := filepath.Join(dir, name)
+		return d.doUntracked("rmdir "+path, err, func() syscall.Errno { return toErrno(unix.Rmdir(path)) })
 	}
 	st, ok, err := statAt(parent, name)
 	switch {
@@ -203,11 +206,7 @@ func (d *durability) rename(from, name, to, newName string, flags uint32, do fun
 		over, replaces, err = statAt(dst, newName)
 	}
 	if err != nil || !exists { // do fails, or cannot be tracked
-		errno := do()
-		if err != nil && errno == 0 {
-			d.untracked(what, err)
-		}
-		return errno
+		return d.doUntracked(what, err, do)
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		if errno := do(); errno != 0 {
@@ -224,8 +223,7 @@ func (d *durability) rename(from, name, to, newName string, flags uint32, do fun
 			}
 		}
 		if k, err = d.keep(dst, newName, over); err != nil {
-			d.untracked(what, err)
-			return do()
+			return d.doUntracked(what, err, do)
 		}
 	}
 	if errno := do(); errno != 0 {
