@@ -28,11 +28,12 @@ import (
 // Nothing removed through the mirror is freed before its removal is
 // durable: a removed file keeps a hard link in the graveyard, a removed
 // directory is moved there (rmdir is a rename into the graveyard), so
-// that a power loss puts back the same inode, with its durable contents
-// and, as the removals inside it are undone in turn, its entries (an
-// os.RemoveAll comes back whole). Once the removal of a directory is
-// durable, the directory is gone for good: the changes still pending in
-// it are moot, and count as durable.
+// that a power loss puts back the same file, with its durable contents,
+// and a directory like it (revive), whose entries come back as the
+// removals inside it are undone in turn (an os.RemoveAll comes back
+// whole). Once the removal of a directory is durable, the directory is
+// gone for good: the changes still pending in it are moot, and count as
+// durable.
 //
 // An undo looks before it acts: a change whose names were taken over
 // since by a change made durable (which only a rename across directories,
@@ -313,9 +314,46 @@ func (d *durability) restore(dir *dirRef, name string, k *kept) error {
 		return err
 	}
 	if k.isDir {
-		return unix.Renameat(d.graveFd, k.name, dir.fd, name)
+		return d.revive(dir, name, k)
 	}
 	return unix.Linkat(d.graveFd, k.name, dir.fd, name, 0)
+}
+
+// revive puts the directory k kept back at name in dir as a new
+// directory, with its mode, owner and times, and moves its dirRef there:
+// the changes pending in it undo in the new one. Not the same inode: the
+// kernel marks a removed directory's inode dead, refusing lookups in it,
+// and while it still holds that inode (a release of it not yet answered)
+// it would take the same inode number back as that dead inode. The
+// directory was empty when removed, and its entries since come back
+// through the undo of the changes made in it before.
+func (d *durability) revive(dir *dirRef, name string, k *kept) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.graveFd, k.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	perm := st.Mode & 0o7777
+	if err := unix.Mkdirat(dir.fd, name, perm); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(dir.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	var now unix.Stat_t
+	err = errors.Join(unix.Fchownat(dir.fd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW),
+		unix.Fchmodat(dir.fd, name, perm, 0), // mkdir took the umask off
+		unix.UtimesNanoAt(dir.fd, name, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW),
+		unix.Fstat(fd, &now))
+	if err != nil || k.dir == nil {
+		unix.Close(fd)
+		return err
+	}
+	delete(d.dirs, k.dir.ino)
+	unix.Close(k.dir.fd)
+	k.dir.fd, k.dir.ino = fd, now.Ino
+	d.dirs[now.Ino] = k.dir
+	return nil
 }
 
 // renameBack undoes a rename of the inode ino from name in src to
@@ -400,6 +438,9 @@ func (d *durability) closeUnused() {
 	for _, c := range d.names {
 		for _, r := range c.dirs {
 			used[r] = true
+		}
+		if c.kept != nil && c.kept.dir != nil { // revive may move it
+			used[c.kept.dir] = true
 		}
 	}
 	for ino, r := range d.dirs {

@@ -153,10 +153,20 @@ func TestRenameThenUnlink(t *testing.T) {
 // TestRemovedTree: os.RemoveAll of a durable tree (an unlink of each
 // file, an rmdir of each directory, deepest first) comes back whole
 // after a power loss, unless its parent was fsynced: then it is gone,
-// and so is what the mirror kept of it.
+// and so is what the mirror kept of it. It comes back whole too where
+// the kernel still held a removed directory (open here), whose inode it
+// keeps dead: lookups in it fail.
 func TestRemovedTree(t *testing.T) {
-	for _, synced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "parent not fsynced", true: "parent fsynced"}[synced], func(t *testing.T) {
+	tests := []struct {
+		name         string
+		synced, held bool
+	}{
+		{"parent not fsynced", false, false},
+		{"parent fsynced", true, false},
+		{"held open across its removal", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			backing, dir := t.TempDir(), t.TempDir()
 			f := faultfstest.Mount(t, backing, dir)
 			tree := map[string]string{"t/a": "a", "t/sub/b": "b", "t/sub/deeper/c": "c"}
@@ -169,10 +179,17 @@ func TestRemovedTree(t *testing.T) {
 			for _, d := range []string{"t/sub/deeper", "t/sub", "t", "."} {
 				syncDir(t, filepath.Join(dir, d))
 			}
+			if tt.held {
+				held, err := os.Open(filepath.Join(dir, "t/sub"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer held.Close()
+			}
 			if err := os.RemoveAll(filepath.Join(dir, "t")); err != nil {
 				t.Fatal(err)
 			}
-			if synced {
+			if tt.synced {
 				syncDir(t, dir)
 				for name := range tree {
 					tree[name] = "<absent>"
@@ -180,7 +197,7 @@ func TestRemovedTree(t *testing.T) {
 			}
 			loss := powerLoss(t, f)
 			wantFiles(t, dir, tree)
-			if !synced && loss.Names != 6 {
+			if !tt.synced && loss.Names != 6 {
 				t.Errorf("%d changes to names undone, want 6 (3 unlinks, 3 rmdirs)", loss.Names)
 			}
 			if kept, err := os.ReadDir(faultfs.GraveyardOf(backing)); err != nil || len(kept) > 0 {
