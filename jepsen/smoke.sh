@@ -26,9 +26,10 @@ else
 		--time 90s --interval 6s --fault-duration 8s 2>&1 | tee jepsen/results/smoke-main.log
 	[ "${PIPESTATUS[0]}" = 0 ] || exit 1
 
-	# The run must have applied a clock fault and a membership change, not
-	# only drawn them: results.json counts a fault that failed to apply as
-	# "<name> (failed)".
+	# The run must have drawn a clock fault and a membership change.
+	# lockjepsen fails a run that drew faults of a kind and applied none
+	# (results.json counts a fault that failed to apply as "<name>
+	# (failed)"); this needs one of each applied.
 	dir=$(sed -n 's/.* run [^ ]* (seed [^)]*) -> \(.*\)$/\1/p' jepsen/results/smoke-main.log | head -n 1)
 	faults=$(tr -d '\n' <"$dir/results.json" | grep -o '"faults": *{[^}]*}')
 	echo "smoke faults: $faults"

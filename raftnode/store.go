@@ -113,7 +113,7 @@ func (n *Node) openStores() error {
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return fmt.Errorf("raftnode: log cache: %w", err)
 	}
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, snapshotsRetain, n.logger.Named("snapshot")); err != nil {
+	if n.snaps, err = openSnapshots(n.cfg.DataDir, snapshotsRetain, n.logger.Named("snapshot")); err != nil {
 		return fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
 	// The stores' names (raft.db, wal/, snapshots/) are durable only once

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -21,13 +19,17 @@ const pageSize = 4096
 // page cache), and an undo record of each change not yet fsynced lets
 // PowerLoss bring it back to what a disk would hold after losing power.
 // A file's contents are durable once the file is fsynced (fsync or
-// fdatasync); a name created, renamed or removed once its directory is.
+// fdatasync); a name created, renamed or removed once its directory is
+// (names.go).
 type durability struct {
 	mu        sync.Mutex
 	files     map[uint64]*unsynced // by the backing file's inode number
 	names     []*nameChange        // in the order made
-	graveyard string               // where removed files wait for their directory's fsync
-	seq       int                  // names the files in the graveyard
+	dirs      map[uint64]*dirRef   // the directories of the changes in names, by inode number
+	lost      []error              // changes to names that could not be recorded
+	graveyard string               // where what was removed waits for its removal to be durable
+	graveFd   int                  // an O_PATH descriptor of the graveyard
+	seq       int                  // names what is in the graveyard
 }
 
 // unsynced are the changes to one file since its last fsync.
@@ -46,20 +48,21 @@ type change struct {
 	size int64
 }
 
-// nameChange undoes one change to a directory's names.
-type nameChange struct {
-	dirs  map[string]bool // the directories not fsynced since
-	undo  func() error    // puts the names back
-	saved string          // a graveyard link kept for undo; "" if none
-}
-
-// newDurability keeps removed files in graveyard (created if missing),
-// which must be on the backing directory's filesystem and outside it.
+// newDurability keeps what is removed in graveyard (emptied, or
+// created), which must be on the backing directory's filesystem and
+// outside it.
 func newDurability(graveyard string) (*durability, error) {
-	if err := os.MkdirAll(graveyard, 0o700); err != nil {
+	if err := os.RemoveAll(graveyard); err != nil { // what an earlier mirror left
 		return nil, fmt.Errorf("faultfs: graveyard: %w", err)
 	}
-	return &durability{files: map[uint64]*unsynced{}, graveyard: graveyard}, nil
+	if err := os.Mkdir(graveyard, 0o700); err != nil {
+		return nil, fmt.Errorf("faultfs: graveyard: %w", err)
+	}
+	fd, err := unix.Open(graveyard, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("faultfs: graveyard: %w", err)
+	}
+	return &durability{files: map[uint64]*unsynced{}, dirs: map[uint64]*dirRef{}, graveyard: graveyard, graveFd: fd}, nil
 }
 
 // changing records the bytes [off, off+n) of the file open at fd and its
@@ -108,47 +111,6 @@ func (d *durability) synced(fd int) {
 	}
 }
 
-// renamed records a change to the names of dirs, undone by undo.
-// The caller holds d.mu.
-func (d *durability) renamed(undo func() error, saved string, dirs ...string) {
-	set := map[string]bool{}
-	for _, dir := range dirs {
-		set[filepath.Clean(dir)] = true
-	}
-	d.names = append(d.names, &nameChange{dirs: set, undo: undo, saved: saved})
-}
-
-// save links path into the graveyard, so that its removal can be undone;
-// "" where it cannot (then the removal is durable at once).
-// The caller holds d.mu.
-func (d *durability) save(path string) string {
-	d.seq++
-	saved := filepath.Join(d.graveyard, strconv.Itoa(d.seq))
-	if err := unix.Link(path, saved); err != nil {
-		return ""
-	}
-	return saved
-}
-
-// dirSynced makes the changes to dir's names durable: a change is once
-// every directory it touched is fsynced.
-func (d *durability) dirSynced(dir string) {
-	dir = filepath.Clean(dir)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	kept := d.names[:0]
-	for _, c := range d.names {
-		delete(c.dirs, dir)
-		if len(c.dirs) > 0 {
-			kept = append(kept, c)
-		} else if c.saved != "" {
-			os.Remove(c.saved)
-		}
-	}
-	clear(d.names[len(kept):])
-	d.names = kept
-}
-
 // Loss is what a power loss threw away.
 type Loss struct {
 	Files int // files whose unsynced changes were undone
@@ -180,18 +142,9 @@ func (d *durability) powerLoss(tear *rand.Rand) (Loss, error) {
 		unix.Close(u.fd)
 	}
 	clear(d.files)
-	for i := len(d.names) - 1; i >= 0; i-- {
-		c := d.names[i]
-		if err := c.undo(); err != nil {
-			errs = append(errs, fmt.Errorf("faultfs: power loss: %w", err))
-		}
-		if c.saved != "" {
-			os.Remove(c.saved)
-		}
-		loss.Names++
-	}
-	d.names = nil
-	return loss, errors.Join(errs...)
+	names, err := d.undoNames()
+	loss.Names = names
+	return loss, errors.Join(append(errs, err)...)
 }
 
 // revert undoes u's changes, last first, and tears its last write if
@@ -234,18 +187,13 @@ func (d *durability) close() {
 	}
 	clear(d.files)
 	for _, c := range d.names {
-		if c.saved != "" {
-			os.Remove(c.saved)
-		}
+		d.discard(c.kept)
 	}
-	d.names = nil
-}
-
-// relink puts the graveyard link saved back at path, over whatever is
-// there now.
-func relink(saved, path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	clear(d.names)
+	d.names, d.lost = nil, nil
+	d.closeUnused()
+	if d.graveFd >= 0 {
+		unix.Close(d.graveFd)
+		d.graveFd = -1
 	}
-	return os.Link(saved, path)
 }

@@ -6,9 +6,9 @@
 //
 // It also keeps apart what was written since it was made durable
 // (durable.go): PowerLoss throws away each file's writes since its last
-// fsync and each name changed since its directory's, and may tear the
-// last write of a file; and it can fail reads or change a byte of them
-// (reads.go).
+// fsync and each name changed since its directory's (names.go: wherever
+// the directory was renamed since), and may tear the last write of a
+// file; and it can fail reads or change a byte of them (reads.go).
 //
 // The mirror is go-fuse's loopback filesystem; faultfs wraps its nodes
 // and open files and answers EIO, before the backing directory is
@@ -342,11 +342,10 @@ func (n *node) path() string {
 }
 
 // created records name, made in n if errno is 0, as a change to n's
-// names that remove undoes. The caller holds the durability lock.
-func (n *node) created(name string, errno syscall.Errno, remove func(string) error) {
+// names. The caller holds the durability lock.
+func (n *node) created(name string, errno syscall.Errno) {
 	if errno == 0 {
-		p := filepath.Join(n.path(), name)
-		n.fs.dur.renamed(func() error { return remove(p) }, "", n.path())
+		n.fs.dur.created(n.path(), name)
 	}
 }
 
@@ -380,7 +379,12 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !ok { // a go-fuse whose directories are otherwise would lose their fsyncs
 		panic(fmt.Sprintf("faultfs: the loopback opened a directory as a %T", fh))
 	}
-	return &dir{loopbackDir: ds, fs: n.fs, path: n.path()}, fuseFlags, 0
+	var st unix.Stat_t
+	if err := unix.Lstat(n.path(), &st); err != nil {
+		ds.Releasedir(ctx, 0)
+		return nil, 0, fs.ToErrno(err)
+	}
+	return &dir{loopbackDir: ds, fs: n.fs, ino: st.Ino}, fuseFlags, 0
 }
 
 // loopbackDir is what go-fuse's loopback directory handle does.
@@ -396,15 +400,16 @@ type loopbackDir interface {
 // dir is an open loopback directory.
 type dir struct {
 	loopbackDir
-	fs   *FS
-	path string
+	fs  *FS
+	ino uint64 // the backing directory's: it keeps it when renamed
 }
 
-// Fsyncdir makes the changes to the directory's names durable.
+// Fsyncdir makes the changes to the directory's names durable, whatever
+// it is called now.
 func (d *dir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	errno := d.loopbackDir.Fsyncdir(ctx, flags)
 	if errno == 0 {
-		d.fs.dur.dirSynced(d.path)
+		d.fs.dur.dirSynced(d.ino)
 	}
 	return errno
 }
@@ -429,7 +434,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	existed := unix.Lstat(filepath.Join(n.path(), name), &st) == nil
 	inode, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if !existed {
-		n.created(name, errno, os.Remove)
+		n.created(name, errno)
 	}
 	if errno == 0 {
 		n.fs.reads.opened(inode)
@@ -445,7 +450,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	n.fs.dur.mu.Lock()
 	defer n.fs.dur.mu.Unlock()
 	inode, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
-	n.created(name, errno, os.RemoveAll)
+	n.created(name, errno)
 	return inode, errno
 }
 
@@ -457,7 +462,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	n.fs.dur.mu.Lock()
 	defer n.fs.dur.mu.Unlock()
 	inode, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
-	n.created(name, errno, os.Remove)
+	n.created(name, errno)
 	return inode, errno
 }
 
@@ -469,7 +474,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	n.fs.dur.mu.Lock()
 	defer n.fs.dur.mu.Unlock()
 	inode, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
-	n.created(name, errno, os.Remove)
+	n.created(name, errno)
 	return inode, errno
 }
 
@@ -481,7 +486,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	n.fs.dur.mu.Lock()
 	defer n.fs.dur.mu.Unlock()
 	inode, errno := n.LoopbackNode.Link(ctx, target, name, out)
-	n.created(name, errno, os.Remove)
+	n.created(name, errno)
 	return inode, errno
 }
 
@@ -493,20 +498,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	d := n.fs.dur
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := filepath.Join(n.path(), name)
-	saved := d.save(p)
-	errno := n.LoopbackNode.Unlink(ctx, name)
-	if errno != 0 || saved == "" {
-		if saved != "" {
-			os.Remove(saved)
-		}
-		return errno
-	}
-	d.renamed(func() error { return relink(saved, p) }, saved, n.path())
-	return 0
+	return d.unlink(n.path(), name, func() syscall.Errno { return n.LoopbackNode.Unlink(ctx, name) })
 }
 
-// Rmdir fails while writes fail.
+// Rmdir fails while writes fail. The directory is not removed but moved
+// aside, until its removal is durable.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.fs.refuse() {
 		return syscall.EIO
@@ -514,16 +510,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	d := n.fs.dur
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := filepath.Join(n.path(), name)
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return syscall.ENOENT
-	}
-	errno := n.LoopbackNode.Rmdir(ctx, name)
-	if errno == 0 {
-		d.renamed(func() error { return os.Mkdir(p, os.FileMode(st.Mode&0o7777)) }, "", n.path())
-	}
-	return errno
+	return d.rmdir(n.path(), name)
 }
 
 // Rename fails while writes fail.
@@ -538,32 +525,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	d := n.fs.dur
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	from, dest := filepath.Join(n.path(), name), filepath.Join(to.path(), newName)
-	exchange := flags&unix.RENAME_EXCHANGE != 0
-	saved := ""
-	if !exchange {
-		saved = d.save(dest) // "" where nothing is replaced
-	}
-	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
-	if errno != 0 {
-		if saved != "" {
-			os.Remove(saved)
-		}
-		return errno
-	}
-	d.renamed(func() error {
-		if exchange {
-			return unix.Renameat2(unix.AT_FDCWD, dest, unix.AT_FDCWD, from, unix.RENAME_EXCHANGE)
-		}
-		if err := os.Rename(dest, from); err != nil {
-			return err
-		}
-		if saved != "" {
-			return relink(saved, dest)
-		}
-		return nil
-	}, saved, n.path(), to.path())
-	return 0
+	return d.rename(n.path(), name, to.path(), newName, flags, func() syscall.Errno {
+		return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	})
 }
 
 // Setattr (truncate, chmod, chown, utimes) fails while writes fail.

@@ -88,9 +88,12 @@ const (
 
 // Nemesis and harness operation names.
 const (
-	Start = "start" // a fault begins (Fault, Targets)
+	Start = "start" // a fault begins (Fault, Targets; Error: it applied in part at most)
 	Stop  = "stop"  // a fault ends
-	Phase = "phase" // Fault holds the phase that begins: "final"
+	// Unapplied is a fault drawn that failed before it applied anything
+	// (Fault, Error): no window opens.
+	Unapplied = "unapplied"
+	Phase     = "phase" // Fault holds the phase that begins: "final"
 	// Metrics is one sample of a node's resource use (Node; Values:
 	// metric name -> [value], see SampledMetrics), for the soak check.
 	Metrics = "metrics"

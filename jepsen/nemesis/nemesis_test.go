@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -358,5 +359,35 @@ func TestMajorityWithLeader(t *testing.T) {
 				t.Fatalf("%v: %v, leader in it %v", tt, got, in)
 			}
 		}
+	}
+}
+
+// TestFaultThatAppliedNothingIsRecorded: a fault drawn that failed before
+// it applied anything is recorded as unapplied, with why, and opens no
+// window; one that applied is recorded as started.
+func TestFaultThatAppliedNothingIsRecorded(t *testing.T) {
+	var events []history.Event
+	fail := true
+	pause := func(context.Context, time.Duration) (string, error) {
+		if fail {
+			return "", errors.New("no client holds a lock")
+		}
+		return "p1", nil
+	}
+	s := newSchedule(&compose.Cluster{Nodes: 3}, Config{ClientPause: pause, SessionTTL: time.Second,
+		Rand: rand.New(rand.NewSource(1))}, func(e history.Event) { events = append(events, e) })
+	if ft, _ := s.inject(context.Background(), []string{FaultClientPause}, map[string]bool{}); ft != nil {
+		t.Fatalf("a failed client pause was applied: %+v", ft)
+	}
+	fail = false
+	if ft, _ := s.inject(context.Background(), []string{FaultClientPause}, map[string]bool{}); ft == nil {
+		t.Fatal("a client pause was not applied")
+	}
+	want := []history.Event{
+		{Process: history.Nemesis, Type: history.Info, F: history.Unapplied, Fault: FaultClientPause, Error: "no client holds a lock"},
+		{Process: history.Nemesis, Type: history.Info, F: history.Start, Fault: FaultClientPause, Targets: []string{"p1"}},
+	}
+	if !reflect.DeepEqual(events, want) {
+		t.Errorf("recorded %+v, want %+v", events, want)
 	}
 }

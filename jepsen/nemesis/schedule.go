@@ -134,7 +134,7 @@ func faultsByKind(kinds []string, o offer) [][]string {
 		case KindUpgrade:
 			return []string{FaultUpgrade}
 		}
-		if kind := kindOf(k); kind != "" && slices.Contains(faultsOf([]string{kind}, o), k) {
+		if kind := KindOf(k); kind != "" && slices.Contains(faultsOf([]string{kind}, o), k) {
 			return []string{k} // one fault by name, where offered
 		}
 		return nil
@@ -164,8 +164,8 @@ func faultsByKind(kinds []string, o offer) [][]string {
 // allKinds are the fault kinds a run may name, mixed aside.
 var allKinds = []string{KindPartition, KindKill, KindPause, KindClock, KindMembership, KindDisk, KindPower, KindUpgrade}
 
-// kindOf returns the kind a fault name belongs to, or "" for none.
-func kindOf(fault string) string {
+// KindOf returns the kind a fault name belongs to, or "" for none.
+func KindOf(fault string) string {
 	for _, nodes := range []int{3, 5} { // membership faults differ by size
 		everything := offer{clientPause: true, failingDisks: true, nodes: nodes}
 		for _, k := range allKinds {
@@ -181,7 +181,7 @@ func kindOf(fault string) string {
 // faults of kind, and so needs what they need.
 func Uses(kinds []string, kind string) bool {
 	for _, k := range kinds {
-		if k == kind || kindOf(k) == kind ||
+		if k == kind || KindOf(k) == kind ||
 			k == KindMixed && (kind == KindPartition || kind == KindKill || kind == KindPause) {
 			return true
 		}
@@ -203,7 +203,7 @@ func checkOffered(names []string, o offer) error {
 		if k == KindPower && !o.failingDisks { // a kind with nothing to draw
 			return fmt.Errorf("nemesis: kind %q needs the faultfs mirrors (not with --keep)", k)
 		}
-		if slices.Contains(allKinds, k) || k == KindMixed || kindOf(k) == "" {
+		if slices.Contains(allKinds, k) || k == KindMixed || KindOf(k) == "" {
 			continue
 		}
 		if !slices.Contains(faultsOf([]string{k}, o), k) {
@@ -225,7 +225,7 @@ func FailsWrites(names []string) bool {
 // stands for that fault alone.
 func ValidKinds(names []string) error {
 	for _, k := range names {
-		if !slices.Contains(allKinds, k) && k != KindMixed && kindOf(k) == "" {
+		if !slices.Contains(allKinds, k) && k != KindMixed && KindOf(k) == "" {
 			return fmt.Errorf("unknown nemesis kind %q (partition, kill, pause, clock, membership, disk, power, upgrade, mixed, or one fault's name)", k)
 		}
 	}
@@ -256,7 +256,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // yet tried. Every fault is
 // recorded with rec as an info event F "start" and then "stop" (Fault:
 // one of the Fault* names; Targets: the nodes, or for partitions one
-// comma-joined entry per group). When ctx ends it always leaves the
+// comma-joined entry per group; the start's Error if it applied in part
+// at most), or F "unapplied" if it failed before it applied anything.
+// When ctx ends it always leaves the
 // cluster healed — with a fresh context it undoes the current fault,
 // then Recover (heal routes, unpause, start stopped nodes) — records the
 // pending stop, and returns the number of faults applied by name. The
@@ -371,6 +373,7 @@ func (s *schedule) inject(ctx context.Context, choices []string, tried map[strin
 		s.counts["error"]++
 		s.logf("nemesis: %s: %v", name, err)
 		if ft == nil {
+			s.rec(history.Event{Process: history.Nemesis, Type: history.Info, F: history.Unapplied, Fault: name, Error: err.Error()})
 			return nil, d
 		}
 	}

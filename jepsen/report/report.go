@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockd/lockd/jepsen/checker"
@@ -65,7 +66,8 @@ type Summary struct {
 	// Ops counts client events: op f -> event type (invoke, ok, fail,
 	// info, and Unfinished) -> count.
 	Ops map[string]map[string]int `json:"ops"`
-	// Faults counts nemesis start events per fault kind.
+	// Faults counts the faults drawn by name: those applied, and apart
+	// as "<name> (failed)" those that failed to apply in full.
 	Faults    map[string]int     `json:"faults"`
 	LatencyMS map[string]Latency `json:"latency_ms"`
 	// Control says, for a negative control's run, whether its condition
@@ -112,8 +114,8 @@ func Summarize(run Run, events []history.Event, results []checker.Result) Summar
 		switch {
 		case e.Process >= 0:
 			inc(e.F, string(e.Type))
-		case e.Process == history.Nemesis && e.F == history.Start && e.Error != "":
-			s.Faults[faultName(e.Fault)+" (failed)"]++ // applied in part at most
+		case e.Process == history.Nemesis && (e.F == history.Start && e.Error != "" || e.F == history.Unapplied):
+			s.Faults[faultName(e.Fault)+failed]++ // applied in part at most
 		case e.Process == history.Nemesis && e.F == history.Start:
 			s.Faults[faultName(e.Fault)]++
 		}
@@ -137,6 +139,30 @@ func Summarize(run Run, events []history.Event, results []checker.Result) Summar
 		}
 	}
 	return s
+}
+
+// failed marks a fault of Summary.Faults that failed to apply.
+const failed = " (failed)"
+
+// UnappliedKinds returns the kinds of fault (kindOf names a fault's) of
+// which the run drew some and applied none, with how many it drew: every
+// one failed. A run whose faults of a kind all failed tested nothing of
+// that kind, whatever its checkers say.
+func (s Summary) UnappliedKinds(kindOf func(fault string) string) map[string]int {
+	drawn, applied := map[string]int{}, map[string]bool{}
+	for name, n := range s.Faults {
+		fault, didFail := strings.CutSuffix(name, failed)
+		if kind := kindOf(fault); kind != "" {
+			drawn[kind] += n
+			applied[kind] = applied[kind] || !didFail
+		}
+	}
+	for kind := range applied {
+		if applied[kind] {
+			delete(drawn, kind)
+		}
+	}
+	return drawn
 }
 
 func faultName(f string) string {

@@ -333,14 +333,16 @@ func TestFlaggedNeedsAnInvalidVerdict(t *testing.T) {
 	}
 }
 
-// A fault whose start carries an error (applied in part at most) is
-// counted apart from the faults that were applied.
+// A fault whose start carries an error (applied in part at most), or
+// that applied nothing, is counted apart from the faults that were
+// applied.
 func TestSummarizeCountsFailedFaultsApart(t *testing.T) {
 	start := func(fault, err string) history.Event {
 		return history.Event{Process: history.Nemesis, Type: history.Info, F: history.Start, Fault: fault, Error: err}
 	}
-	s := Summarize(Run{}, []history.Event{start("clock-bump", ""), start("clock-bump", "404"), start("member-grow", "timeout")}, nil)
-	want := map[string]int{"clock-bump": 1, "clock-bump (failed)": 1, "member-grow (failed)": 1}
+	unapplied := history.Event{Process: history.Nemesis, Type: history.Info, F: history.Unapplied, Fault: "member-leave", Error: "no leader"}
+	s := Summarize(Run{}, []history.Event{start("clock-bump", ""), start("clock-bump", "404"), start("member-grow", "timeout"), unapplied}, nil)
+	want := map[string]int{"clock-bump": 1, "clock-bump (failed)": 1, "member-grow (failed)": 1, "member-leave (failed)": 1}
 	if !reflect.DeepEqual(s.Faults, want) {
 		t.Errorf("faults %v, want %v", s.Faults, want)
 	}

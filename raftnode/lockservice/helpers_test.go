@@ -116,3 +116,26 @@ func (u *losesFirstAnswer[T]) Propose(ctx context.Context, cmd lockstate.Command
 	}
 	return res, index, err
 }
+
+// unknownFirst commits the first command of type T it is asked for,
+// whatever the table answers, runs between, and then reports
+// ErrUnknownOutcome for it: another caller's command lands between an
+// attempt and its repeat.
+type unknownFirst[T lockstate.Command] struct {
+	*raftnode.Node
+	between func()
+	once    sync.Once
+}
+
+func (u *unknownFirst[T]) Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error) {
+	res, index, err := u.Node.Propose(ctx, cmd)
+	if _, ok := cmd.(T); ok {
+		first := false
+		u.once.Do(func() { first = true })
+		if first {
+			u.between()
+			return nil, 0, fmt.Errorf("test: %w", raftnode.ErrUnknownOutcome)
+		}
+	}
+	return res, index, err
+}

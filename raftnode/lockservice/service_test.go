@@ -274,6 +274,47 @@ func TestAnotherTokensCloseIsRefusedAfterAnUnknownOutcome(t *testing.T) {
 	}
 }
 
+// Another token's close whose answer was lost, repeated once the owner
+// closed the session meanwhile, is refused: the session is gone, but no
+// attempt of that token could have closed it (found by the power matrix,
+// bolt, semaphore, 5 nodes: the intruder's close was accepted).
+func TestAnotherTokensCloseIsRefusedWhenTheOwnerClosedMeanwhile(t *testing.T) {
+	var svc *lockservice.Service
+	var ownerCloses func()
+	svc, _ = startService(t, raftnode.Config{}, func(n *raftnode.Node) lockservice.Node {
+		return &unknownFirst[*lockstate.CloseSession]{Node: n, between: func() { ownerCloses() }}
+	})
+	ctx := context.Background()
+	root, err := svc.Bootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(tok lockservice.NewToken) context.Context {
+		return lockservice.WithCaller(ctx, lockservice.Caller{TokenID: tok.ID})
+	}
+	write := []lockstate.Rule{{Prefix: "", Access: lockstate.AccessWrite}}
+	owner, err := svc.CreateToken(as(root), "owner", write, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := svc.CreateToken(as(root), "other", write, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := svc.CreateSession(as(owner), &lockstate.CreateSession{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerCloses = func() {
+		if _, err := svc.CloseSession(as(owner), key); err != nil {
+			t.Errorf("the owner's close: %v", err)
+		}
+	}
+	if closed, err := svc.CloseSession(as(other), key); code(err) != lockstate.CodeNoSession {
+		t.Fatalf("another token's close, repeated after the owner's: %+v, %v; want the no-session refusal", closed, err)
+	}
+}
+
 // A close whose first attempt may have applied stays an unknown outcome
 // when the repeats find no leader: the API must not answer "not applied"
 // (found by review).

@@ -34,12 +34,16 @@ type Closed struct {
 // pending requests cancelled. After an unknown outcome it is repeated; a
 // repeat refused for no session means an earlier attempt closed it only
 // when a read then finds the session gone (what that attempt gave back is
-// not known: Closed is empty), and another token's close is refused.
+// not known: Closed is empty) and the caller may close it at all: another
+// token's close is refused, even once the owner closed the session
+// meanwhile.
 func (s *Service) CloseSession(ctx context.Context, session string) (Closed, error) {
 	id, err := s.resolveSession(ctx, session)
 	if err != nil {
 		return Closed{}, err
 	}
+	var mayClose bool // as the table judges an attempt: a session's owner never changes
+	s.fsm.Read(func(t *lockstate.Table) { mayClose = t.MayUse(callerOf(ctx).TokenID, id) == nil })
 	cmd := &lockstate.CloseSession{Session: id}
 	res, _, err := s.propose(ctx, cmd, once)
 	unknown := false // an attempt may have closed it
@@ -50,7 +54,7 @@ func (s *Service) CloseSession(ctx context.Context, session string) (Closed, err
 		if errors.As(err, &refused) && refused.Code == lockstate.CodeNoSession {
 			switch there, rerr := s.sessionThere(ctx, id); {
 			case rerr != nil: // the doubt stays
-			case there:
+			case there || !mayClose:
 				unknown = false // no attempt closed it: the refusal is the answer
 			default:
 				res, err = &lockstate.Result{}, nil

@@ -40,6 +40,10 @@ func checkCmd(args []string) int {
 		if sum.Negative != "" && !sum.Flagged() || sum.Negative == "" && !sum.Valid {
 			code = 1
 		}
+		if err := unapplied(sum); err != nil {
+			fmt.Println(err)
+			code = 1
+		}
 	}
 	return code
 }

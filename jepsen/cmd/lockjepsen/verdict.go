@@ -6,12 +6,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockd/lockd/jepsen/nemesis"
 	"github.com/lockd/lockd/jepsen/report"
 )
 
 // judgedAsExpected returns the exit code of a judged run: 0 when it is
-// valid, or for a negative control when some checker flagged it.
+// valid, or for a negative control when some checker flagged it; 1,
+// whatever the checkers say, when every fault of some kind it drew
+// failed to apply.
 func judgedAsExpected(cfg *runConfig, sum report.Summary) int {
+	if err := unapplied(sum); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	switch {
 	case cfg.negative != "" && sum.Flagged():
 		fmt.Printf("negative control %q was flagged invalid, as it must be\n", cfg.negative)
@@ -56,4 +63,19 @@ func printVerdict(s report.Summary, outDir string) {
 		verdict = "INVALID"
 	}
 	fmt.Printf("%s: %s (report: %s)\n", s.ID, verdict, filepath.Join(outDir, "report.html"))
+}
+
+// unapplied is an error naming the kinds of fault of which the run drew
+// some and applied none, nil if none: it tested nothing of them.
+func unapplied(sum report.Summary) error {
+	kinds := sum.UnappliedKinds(nemesis.KindOf)
+	if len(kinds) == 0 {
+		return nil
+	}
+	var each []string
+	for _, kind := range sortedKeys(kinds) {
+		each = append(each, fmt.Sprintf("all %d %s faults", kinds[kind], kind))
+	}
+	return fmt.Errorf("faults not applied: %s this run drew failed to apply (results.json lists them, the log says why): it tested nothing of them",
+		strings.Join(each, " and "))
 }
