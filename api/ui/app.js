@@ -62,25 +62,57 @@
     if (!s) { s = { t: now, pre: baseline }; seen.set(key, s); }
     return s;
   }
+  // Durations are compact and never wrap (their cells say white-space:
+  // nowrap): an age is "42s", "4m05s", "3h07m" or "2d04h".
   function fmtDur(ms) {
-    const s = Math.max(0, Math.floor(ms / 1000));
+    const s = Math.max(0, Math.floor(ms / 1000)), pad = (n) => String(n).padStart(2, "0");
     if (s < 60) return s + "s";
-    if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
-    return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
+    if (s < 3600) return Math.floor(s / 60) + "m" + pad(s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h" + pad(Math.floor(s / 60) % 60) + "m";
+    return Math.floor(s / 86400) + "d" + pad(Math.floor(s / 3600) % 24) + "h";
   }
+  // fmtGoDur shortens a duration as lockd writes it (Go's "24h0m0s",
+  // "1m30s", "1.5s", "500ms") by leaving out its zero units: "24h",
+  // "1m30s". It keeps hours (no days): it reads as what lockctl takes.
+  const GO_UNIT_MS = { h: 3600000, m: 60000, s: 1000, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
+  const GO_PART = /(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g;
+  function fmtGoDur(d) {
+    d = String(d || "");
+    if (!/^(\d+(?:\.\d+)?(h|ms|m|s|us|µs|ns))+$/.test(d)) return d || "–";
+    let ms = 0;
+    for (const [, n, unit] of d.matchAll(GO_PART)) ms += parseFloat(n) * GO_UNIT_MS[unit];
+    if (ms === 0) return "0s";
+    if (ms < 1000) return +ms.toFixed(3) + "ms";
+    const h = Math.floor(ms / 3600000), m = Math.floor(ms / 60000) % 60, sec = +((ms % 60000) / 1000).toFixed(3);
+    return (h ? h + "h" : "") + (m ? m + "m" : "") + (sec ? sec + "s" : "");
+  }
+  // isoAt writes a time as ISO 8601 in this browser's zone, with the
+  // date and the offset: 2026-12-04T23:07:37+01:00.
+  function isoAt(ms) {
+    const t = new Date(ms), pad = (n) => String(n).padStart(2, "0");
+    const off = -t.getTimezoneOffset(), a = Math.abs(off);
+    const zone = off === 0 ? "Z" : (off > 0 ? "+" : "-") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
+    return t.getFullYear() + "-" + pad(t.getMonth() + 1) + "-" + pad(t.getDate()) + "T" +
+      pad(t.getHours()) + ":" + pad(t.getMinutes()) + ":" + pad(t.getSeconds()) + zone;
+  }
+  // A clock time on the page with its date and zone in the tooltip.
+  const timeEl = (ms) => el("time", { datetime: isoAt(ms), title: isoAt(ms) }, new Date(ms).toLocaleTimeString());
   const ageText = (a) => (a.dataset.verb ? a.dataset.verb + " " : "") + fmtDur(Date.now() - Number(a.dataset.t));
+  // age is how long ago something began, counting on while the page is
+  // open; its tooltip says when (table time printed as calendar time, as
+  // lockd's other shown times are).
   function age(verb, key, now, since) {
     const began = since ? Date.parse(since) : NaN;
     if (!isNaN(began)) {
       const a = el("span", { class: "age", "data-verb": verb, "data-t": began - tableSkew,
-        title: "since " + new Date(began).toLocaleString() + " (table time: the leader's clock, stopped while the cluster was down)" });
+        title: "since " + isoAt(began) + " (table time: the leader's clock, which stood still while the cluster was down)" });
       a.textContent = ageText(a);
       return a;
     }
     const s = seenAt(key, now);
     const a = el("span", { class: "age", "data-verb": s.pre ? "seen for" : verb, "data-t": s.t,
-      title: s.pre ? "already there when this page loaded: how long this page has seen it (lockd's log no longer holds when it began)"
-        : "since this page saw it appear (within a poll)" });
+      title: (s.pre ? "seen by this page since it loaded, " + isoAt(s.t) + " (lockd's log no longer holds when it began)"
+        : "appeared at " + isoAt(s.t) + ", as this page saw it (within a poll)") + " (this browser's clock)" });
     a.textContent = ageText(a);
     return a;
   }
@@ -127,7 +159,7 @@
   let firstPoll = 0;
   function renderChanges(now) {
     const items = changes.map((c) => el("li", { class: c.kind, "data-change": c.kind },
-      el("time", {}, new Date(c.t).toLocaleTimeString()), " ", c.text, " ", sessNodes(c.session)));
+      timeEl(c.t), " ", c.text, " ", sessNodes(c.session)));
     if (!items.length) items.push(el("li", { class: "empty" }, prevSnap ? "No change seen yet." : "Waiting for a first poll."));
     $("changes").replaceChildren(...items);
     const span = Math.min(60, (now - firstPoll) / 1000);
@@ -273,8 +305,9 @@
     document.title = "lockd · " + st.node_id + " · " + st.state;
 
     const members = st.members || [];
+    $("h-quorum").replaceChildren(quorum(members));
     $("members-count").textContent = members.length;
-    const rows = members.map((m) => {
+    const items = members.map((m) => {
       // This node knows its own raft state; for the others it knows the
       // leader and the raft configuration.
       let role;
@@ -282,15 +315,38 @@
       else if (m.id === leader) role = "leader";
       else if (!m.voter) role = "non-voter";
       else role = leader ? "follower" : "voter";
-      return el("tr", { "data-member": m.id },
-        el("td", { class: "mono" }, m.id, m.id === st.node_id ? el("span", { class: "self" }, "(this node)") : null),
-        el("td", {}, el("span", { class: "badge " + role }, role)),
-        el("td", {}, el("span", { class: "badge " + m.status }, m.status)),
-        el("td", { class: "mono" }, m.http_addr || "–"),
-        el("td", { class: "mono" }, m.raft_addr || "–"));
+      return el("li", { "data-member": m.id, "data-kind": memberKind(role, m.status),
+        title: m.id + ": raft " + role + (m.voter ? " (voter)" : "") + ", gossip " + m.status +
+          "; HTTP " + (m.http_addr || "–") + ", raft " + (m.raft_addr || "–") + (m.gossip_addr ? ", gossip " + m.gossip_addr : "") },
+        el("span", { class: "dot" }), el("span", { class: "mono" }, m.id),
+        m.id === st.node_id ? el("span", { class: "self" }, "this node") : null,
+        el("span", { class: "badge " + role }, role), el("span", { class: "badge " + m.status }, m.status),
+        el("span", { class: "mono addr" }, m.http_addr || "–"));
     });
-    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No members known.")));
-    $("members").tBodies[0].replaceChildren(...rows);
+    if (items.length === 0) items.push(el("li", { class: "none" }, "No members known."));
+    $("members").replaceChildren(...items);
+  }
+  // memberKind is what a member's colour says: down or suspect as this
+  // node's gossip sees it, else its raft role ("unknown" without a leader
+  // to tell followers by).
+  function memberKind(role, status) {
+    if (status === "dead" || status === "left" || role === "shutdown") return "down";
+    if (status === "suspect") return "suspect";
+    return ["leader", "follower", "candidate", "non-voter"].includes(role) ? role : "unknown";
+  }
+  // quorum counts the voters this node's gossip sees alive against the
+  // majority a leader needs, by the rule of the node's own no_leader
+  // answer: a voter gossip has not seen ("unknown") may still be up.
+  function quorum(members) {
+    const voters = members.filter((m) => m.voter);
+    if (!voters.length) return el("span", { class: "quorum bad", title: "this node is in no cluster yet" }, "no voters");
+    const up = voters.filter((m) => m.status === "alive").length;
+    const unseen = voters.filter((m) => m.status === "unknown").length;
+    const need = Math.floor(voters.length / 2) + 1;
+    const cls = up >= need ? "ok" : up + unseen >= need ? "warn" : "bad";
+    return el("span", { class: "quorum " + cls, "data-quorum": cls,
+      title: "a leader needs a majority: " + need + " of " + voters.length + " voters; alive as this node's gossip sees them" },
+    up + "/" + voters.length + " voters up" + (unseen ? ", " + unseen + " unseen" : "") + (cls === "bad" ? " — quorum lost" : ""));
   }
 
   // ---- locks -------------------------------------------------------------
@@ -313,7 +369,7 @@
         sessNodes(w.session), el("span", { class: "k" }, w.mode),
         el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id),
         age("waiting", waitKey(l, w), now, w.since)]));
-      const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until " + new Date(l.delayed_until).toLocaleTimeString()) : null;
+      const delayed = l.delayed_until ? el("div", { class: "delayed" }, "lock-delay until ", timeEl(Date.parse(l.delayed_until))) : null;
       return el("tr", { "data-lock": l.name },
         el("td", { class: "name" }, breakable(l.name)),
         el("td", { class: "num" }, l.version),
@@ -436,11 +492,13 @@
 
   function renderGraph(edges, denied) {
     const box = $("graph");
+    $("graph-panel").classList.remove("wide");
     if (denied) {
       $("graph-count").textContent = "";
       box.replaceChildren(el("p", { class: "empty denied" }, "The wait-for graph needs a management token (admin on every name): " + denied));
       return;
     }
+    edges = edges.filter((e) => e.from !== e.to);
     if (edges.length === 0) {
       $("graph-count").textContent = "";
       box.replaceChildren(el("p", { class: "empty" }, "No waiters."));
@@ -450,68 +508,426 @@
     const waiting = new Set(edges.map((e) => e.from));
     const cyc = cycleNodes(nodes, edges);
     $("graph-count").textContent = edges.length + (edges.length === 1 ? " edge" : " edges") + (cyc.size ? " · deadlock" : "");
-
-    // Nodes on a ring wide enough that neighbouring labels (two lines of
-    // at most 16 characters, 12px monospace) never overlap; the canvas
-    // grows with it.
+    const kind = (n) => (cyc.has(n) ? "cycle" : waiting.has(n) ? "waiting" : "holding");
+    if (edges.length > GRAPH.maxEdges) {
+      box.replaceChildren(...mostWaitedFor(nodes, edges, kind), graphLegend(cyc.size, false, 0));
+      return;
+    }
     const labels = graphLabels(nodes);
-    const label = (n) => labels.get(n).join(" ");
-    const R = 22, CH = 7.5;
-    const labelW = Math.max(2 * R, ...nodes.map((n) => Math.max(...labels.get(n).map((l) => l.length)) * CH));
-    const need = nodes.length <= 2 ? 150 : (labelW + 16) / (2 * Math.sin(Math.PI / nodes.length));
-    const ring = Math.max(nodes.length <= 2 ? 150 : 114, need);
-    const W = Math.max(520, 2 * (ring + labelW / 2 + 12)), H = nodes.length <= 2 ? 170 : Math.max(320, 2 * (ring + R + 14));
-    const cx = W / 2, cy = H / 2;
-    const pos = new Map();
-    nodes.forEach((n, i) => {
-      const a = nodes.length <= 2 ? Math.PI * i : -Math.PI / 2 + (2 * Math.PI * i) / nodes.length;
-      pos.set(n, { x: Math.round(cx + ring * Math.cos(a)), y: Math.round(cy + ring * Math.sin(a)) });
-    });
-    $("graph-panel").classList.toggle("wide", edges.length > 12);
+    const g = layoutGraph(nodes, edges, cyc, labels, edges.length <= GRAPH.maxNamed);
+    $("graph-panel").classList.toggle("wide", edges.length > GRAPH.maxNamed || g.width > 900);
+    const unnamed = g.routes.filter((r) => r.edge.locks.length && !r.label).length;
+    box.replaceChildren(graphSVG(g, nodes, labels, kind, cyc), graphLegend(cyc.size, edges.length > GRAPH.maxNamed, unnamed));
+  }
 
+  // graphSVG draws a laid out graph: boxes, then edges, their lock names
+  // over the edges, then the sessions' dots and labels.
+  function graphSVG(g, nodes, labels, kind, cyc) {
+    const label = (n) => labels.get(n).join(" ");
     // Never drawn larger than its own size (text stays 12px at most).
-    const svg = el("svg:svg", { viewBox: "0 0 " + Math.round(W) + " " + Math.round(H), role: "img", "aria-label": "wait-for graph",
-      style: "max-width:" + Math.round(W) + "px" });
+    const svg = el("svg:svg", { viewBox: "0 0 " + g.width + " " + g.height, role: "img", "aria-label": "wait-for graph",
+      style: "max-width:" + g.width + "px" });
     const defs = el("svg:defs", {});
-    for (const [id, color] of [["arrow", "#c27c0e"], ["arrow-cycle", "#d64545"]]) {
+    for (const [id, color] of [["arrow", "#b98a3e"], ["arrow-cycle", "#d64545"]]) {
       defs.append(el("svg:marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
         el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: color })));
     }
-    svg.append(defs);
-
-    const twoWay = new Set(edges.map((e) => e.from + ">" + e.to));
-    for (const e of edges) {
-      const a = pos.get(e.from), b = pos.get(e.to);
-      const dx = b.x - a.x, dy = b.y - a.y, len = Math.hypot(dx, dy) || 1;
-      const ux = dx / len, uy = dy / len;
-      // Bend an edge whose reverse exists so both stay visible.
-      const bend = twoWay.has(e.to + ">" + e.from) ? 28 : 0;
-      const sx = a.x + ux * R, sy = a.y + uy * R, tx = b.x - ux * (R + 2), ty = b.y - uy * (R + 2);
-      const mx = (sx + tx) / 2 - uy * bend, my = (sy + ty) / 2 + ux * bend;
-      const inCycle = cyc.has(e.from) && cyc.has(e.to);
-      const g = el("svg:g", {},
+    const boxes = el("svg:g", {}), paths = el("svg:g", {}), names = el("svg:g", {}), dots = el("svg:g", {});
+    for (const r of g.routes) {
+      const e = r.edge, inCycle = cyc.has(e.from) && cyc.has(e.to);
+      paths.append(el("svg:g", { class: "wait", "data-from": e.from, "data-to": e.to },
         el("svg:title", {}, label(e.from) + " waits for " + label(e.to) + (e.locks.length ? " on " + e.locks.join(", ") : "")),
-        el("svg:path", { class: "edge" + (inCycle ? " cycle" : ""), d: `M${sx},${sy} Q${mx},${my} ${tx},${ty}`,
-          "marker-end": "url(#" + (inCycle ? "arrow-cycle" : "arrow") + ")" }));
-      if (e.locks.length && edges.length <= 12) {
-        const text = e.locks.length > 1 ? e.locks[0] + " +" + (e.locks.length - 1) : e.locks[0];
-        g.append(el("svg:text", { class: "elabel", x: (sx + 2 * mx + tx) / 4, y: (sy + 2 * my + ty) / 4 - 6 }, text));
-      }
-      svg.append(g);
+        el("svg:path", { class: "edge" + (inCycle ? " cycle" : ""), d: r.d, "marker-end": "url(#" + (inCycle ? "arrow-cycle" : "arrow") + ")" })));
+      if (r.label) names.append(el("svg:text", { class: "elabel", x: r.label.x, y: r.label.y }, el("svg:title", {}, e.locks.join(", ")), r.label.text));
     }
     for (const n of nodes) {
-      const p = pos.get(n);
-      const cls = "node" + (cyc.has(n) ? " cycle" : waiting.has(n) ? " waiting" : "");
-      svg.append(el("svg:g", { class: cls, "data-session": n },
-        el("svg:title", {}, "session " + n + (nameOf(n) ? " (" + nameOf(n) + ")" : "") + (waiting.has(n) ? ", waiting" : "")),
-        el("svg:circle", { cx: p.x, cy: p.y, r: R }),
-        ...labels.get(n).map((line, i, all) => el("svg:text", { x: p.x, y: p.y + (i - (all.length - 1) / 2) * 15, class: i ? "sid" : null }, line))));
+      const p = g.pos.get(n), lines = labels.get(n);
+      boxes.append(el("svg:rect", { class: "nodebox " + kind(n), "data-session": n, x: p.x, y: p.y - p.h / 2, width: g.colW, height: p.h, rx: 6 }));
+      dots.append(el("svg:g", { class: "node " + kind(n), "data-kind": kind(n), "data-session": n },
+        el("svg:title", {}, "session " + n + (nameOf(n) ? " (" + nameOf(n) + ")" : "") + (kind(n) === "holding" ? "" : ", waiting") + (cyc.has(n) ? ", on a cycle (deadlock)" : "")),
+        el("svg:circle", { cx: p.x + 11, cy: p.y, r: 4.5 }),
+        ...lines.map((line, i) => el("svg:text", { x: p.x + 21, y: p.y + (i - (lines.length - 1) / 2) * 15, class: i ? "sid" : null }, line))));
     }
-    const legend = el("div", { class: "legend" },
-      el("span", {}, el("span", { class: "sw" }), "waiting session → the session it waits for (a holder, or a waiter queued ahead of it)"),
-      edges.length > 12 ? el("span", {}, "lock names on hover") : null,
-      cyc.size ? el("span", {}, el("span", { class: "sw cycle" }), "cycle (deadlock)") : null);
-    box.replaceChildren(svg, legend);
+    svg.append(defs, boxes, paths, names, dots);
+    return svg;
+  }
+
+  // graphLegend says what the graph's colours and lines mean.
+  function graphLegend(cycles, namesOnHover, unnamed) {
+    return el("ul", { class: "legend", id: "graph-legend", "aria-label": "graph colours" },
+      el("li", { "data-kind": "holding" }, el("span", { class: "sw-dot" }), "holds, waits for nothing"),
+      el("li", { "data-kind": "waiting" }, el("span", { class: "sw-dot" }), "waits"),
+      el("li", { "data-kind": "cycle" }, el("span", { class: "sw-dot" }), "on a cycle (deadlock)"),
+      el("li", {}, el("span", { class: "sw" }), "waiting session → the session it waits for (a holder, or a waiter queued ahead of it)"),
+      cycles ? el("li", {}, el("span", { class: "sw cycle" }), "cycle (deadlock)") : null,
+      namesOnHover ? el("li", {}, "lock names on hover") : null,
+      unnamed ? el("li", {}, unnamed + " lock " + (unnamed === 1 ? "name" : "names") + " on hover only (no room)") : null);
+  }
+
+  // mostWaitedFor stands for a graph too big to draw: the sessions most
+  // waited for, which are what an operator looks for first.
+  function mostWaitedFor(nodes, edges, kind) {
+    const waiters = new Map(nodes.map((n) => [n, 0]));
+    for (const e of edges) waiters.set(e.to, waiters.get(e.to) + 1);
+    const top = [...waiters].filter(([, k]) => k > 0).sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0]))).slice(0, 10);
+    return [el("p", { class: "empty" }, "Too big to draw (" + edges.length + " edges among " + nodes.length + " sessions). Most waited for:"),
+      el("ul", { class: "detail" }, top.map(([n, k]) => el("li", { "data-kind": kind(n), "data-session": n },
+        el("span", { class: "sw-dot" }), sessNodes(n), " · " + k + " waiting")))];
+  }
+
+  // ---- wait-for graph layout ---------------------------------------------
+  // The graph is drawn in columns, left to right, as Graphviz's dot draws
+  // ranks: a session that waits for nothing (a holder) in the rightmost
+  // column, each waiter left of what it waits for, so that arrows point
+  // right; the arrow that closes a cycle (a deadlock) points back. Each
+  // connected part has a band of its own, parts with a deadlock first.
+  // Within a column the order is the one of the fewest crossings found
+  // (barycentre sweeps, then swaps of neighbours), so a graph that can be
+  // drawn without crossing edges is, as a rule. An edge over several
+  // columns runs through a lane in each column between, one lane per
+  // waiter, so it passes no session. A lock name sits on the last stretch
+  // of its edge, in the gap between two columns (never over a session),
+  // where it meets no other name; a name with no such place is left to
+  // the edge's tooltip.
+
+  // Sizes in px, but lane and partGap: in rows. Lock names go on graphs
+  // of up to maxNamed edges; one of more than maxEdges is not drawn.
+  const GRAPH = { pad: 8, rowH: 52, boxH: 36, lane: 0.4, partGap: 0.3, maxLabel: 20, arrow: 14, maxNamed: 12, maxEdges: 500 };
+  // textWidth measures text in the page's monospace font (the graph's
+  // CSS, app.css: --mono) at font ("600 12px": a weight and a size).
+  let measure = null, mono = "";
+  function textWidth(text, font) {
+    if (!measure) {
+      measure = document.createElement("canvas").getContext("2d");
+      mono = getComputedStyle(document.documentElement).getPropertyValue("--mono").trim() || "monospace";
+    }
+    measure.font = font + " " + mono;
+    return measure.measureText(text).width;
+  }
+  // midCut shortens a lock name to n characters by leaving out segments
+  // in its middle, keeping the first and as many of the last as fit
+  // ("reports/…/summary"), else characters in its middle.
+  function midCut(s, n) {
+    if (s.length <= n) return s;
+    const segs = s.split("/");
+    for (let k = segs.length - 2; k >= 1 && segs.length > 2; k--) {
+      const cut = segs[0] + "/…/" + segs.slice(segs.length - k).join("/");
+      if (cut.length <= n) return cut;
+    }
+    const head = Math.ceil((n - 1) / 2);
+    return s.slice(0, head) + "…" + s.slice(s.length - (n - 1 - head));
+  }
+
+  // layoutGraph returns where everything goes: pos (session -> {x, y,
+  // h}: the box's left, middle and height), colW, width, height, and
+  // routes (one per edge: {edge, d: its path, label: {x, y, text} or
+  // null}). Lock names are measured to size the gaps between columns.
+  function layoutGraph(nodes, edges, cyc, labels, withNames) {
+    const colW = Math.ceil(Math.max(...nodes.map((n) => Math.max(...labels.get(n).map((l, i) =>
+      textWidth(l, i ? "11px" : "600 12px")))))) + 30;
+    const names = edges.map((e) => {
+      if (!withNames || !e.locks.length) return "";
+      const more = e.locks.length > 1 ? " +" + (e.locks.length - 1) : "";
+      return midCut(e.locks[0], GRAPH.maxLabel - more.length) + more;
+    });
+    const nameW = names.map((t) => (t ? Math.ceil(textWidth(t, "11px")) + 6 : 0));
+    const gap = names.some(Boolean) ? Math.min(230, Math.max(100, Math.max(...nameW) + 2 * GRAPH.arrow + 20)) : 64;
+    const parts = graphParts(nodes, edges, cyc).map(rankPart);
+    const cols = Math.max(...parts.map((p) => p.ranks.length));
+    const xLeft = (rank) => GRAPH.pad + (cols - 1 - rank) * (colW + gap);
+    const pos = new Map(), ends = [];
+    let top = GRAPH.pad;
+    for (const p of parts) {
+      for (const [n, y] of p.y) {
+        const x = xLeft(p.rank.get(n));
+        pos.set(n, { x, y: top + y * GRAPH.rowH, h: isLane(n) ? 0 : GRAPH.boxH });
+      }
+      top += (p.height + GRAPH.partGap) * GRAPH.rowH;
+      ends.push(...p.routes);
+    }
+    spreadEnds(ends, pos);
+    const placed = [], routes = new Array(edges.length);
+    for (const r of ends) {
+      const pts = routePoints(r, pos, colW);
+      const lbl = names[r.i] ? placeName(pts, names[r.i], nameW[r.i], placed) : null;
+      routes[r.i] = { edge: edges[r.i], d: pathOf(r.back ? reversed(pts) : pts), label: lbl };
+    }
+    return { pos, colW, routes, width: Math.ceil(xLeft(0) + colW + GRAPH.pad), height: Math.ceil(top - GRAPH.partGap * GRAPH.rowH + GRAPH.pad) };
+  }
+
+  // graphParts splits the graph into its connected parts: those with a
+  // deadlock first, then the larger, then by their first session's id.
+  function graphParts(nodes, edges, cyc) {
+    const up = new Map(nodes.map((n) => [n, n]));
+    const root = (n) => { while (up.get(n) !== n) n = up.get(n); return n; };
+    for (const e of edges) {
+      const a = root(e.from), b = root(e.to);
+      if (a !== b) up.set(a, b);
+    }
+    const by = new Map();
+    for (const n of nodes) {
+      if (!by.has(root(n))) by.set(root(n), { nodes: [], edges: [] });
+      by.get(root(n)).nodes.push(n);
+    }
+    edges.forEach((e, i) => by.get(root(e.from)).edges.push(i));
+    const parts = [...by.values()].map((p) => ({ ...p, all: edges, cyclic: p.nodes.some((n) => cyc.has(n)) }));
+    return parts.sort((a, b) => (b.cyclic - a.cyclic) || (b.nodes.length - a.nodes.length) || String(a.nodes[0]).localeCompare(String(b.nodes[0])));
+  }
+
+  const laneOf = (from, rank) => "\0" + from + "\0" + rank;
+  const isLane = (n) => n.startsWith("\0");
+
+  // rankPart lays a part out in ranks: 0 for a session that waits for
+  // nothing, else one more than the highest rank of what it waits for
+  // (once cycles are cut, see routesOf). An edge over more than one rank
+  // gets lanes in the ranks between, shared by the edges of the same
+  // waiter. It returns the part with rank (entry -> rank), ranks (each
+  // rank's entries in order), routes ({i, a, b, back, via: the entries
+  // from a to b}), y (entry -> row) and height (in rows).
+  function rankPart(part) {
+    const routes = routesOf(part);
+    const next = new Map(part.nodes.map((n) => [n, []]));
+    for (const r of routes) next.get(r.a).push(r.b);
+    const rank = new Map();
+    const rankOf = (n) => {
+      if (!rank.has(n)) {
+        rank.set(n, 0);
+        rank.set(n, Math.max(0, ...next.get(n).map((m) => rankOf(m) + 1)));
+      }
+      return rank.get(n);
+    };
+    part.nodes.forEach(rankOf);
+    const ranks = [];
+    const add = (n, k) => {
+      if (isLane(n) && rank.has(n)) return; // the waiter's lane in this rank is there already
+      rank.set(n, k);
+      (ranks[k] = ranks[k] || []).push(n);
+    };
+    part.nodes.forEach((n) => add(n, rank.get(n)));
+    for (const r of routes) {
+      r.via = [r.a];
+      for (let k = rank.get(r.a) - 1; k > rank.get(r.b); k--) {
+        add(laneOf(r.a, k), k);
+        r.via.push(laneOf(r.a, k));
+      }
+      r.via.push(r.b);
+    }
+    for (const rk of ranks) rk.sort((x, y) => String(x).localeCompare(String(y)));
+    const { nb, below, count } = hopsOf(routes, rank, ranks);
+    orderRanks(ranks, below, nb, count);
+    const { y, height } = rowsOf(ranks, nb);
+    return { ...part, rank, ranks, routes, y, height };
+  }
+  // routesOf is a part's edges as drawn, from a on the left to b on the
+  // right: each cycle cut where a depth-first search in id order closes
+  // it, that edge turned round (back: it is drawn pointing left).
+  function routesOf(part) {
+    const out = new Map(part.nodes.map((n) => [n, []]));
+    for (const i of part.edges) out.get(part.all[i].from).push(i);
+    const back = new Set(), seen = new Map(); // 1: on the search's path, 2: done
+    const visit = (n) => {
+      seen.set(n, 1);
+      for (const i of out.get(n)) {
+        const t = part.all[i].to;
+        if (seen.get(t) === 1) back.add(i);
+        else if (!seen.has(t)) visit(t);
+      }
+      seen.set(n, 2);
+    };
+    part.nodes.forEach((n) => { if (!seen.has(n)) visit(n); });
+    return part.edges.map((i) => {
+      const e = part.all[i];
+      return back.has(i) ? { i, a: e.to, b: e.from, back: true } : { i, a: e.from, b: e.to, back: false };
+    });
+  }
+  // hopsOf finds the hops, the stretches of the routes from one rank to
+  // the next (once each): every entry's neighbours a rank higher (nb hi)
+  // and lower (nb lo), and below[k], the hops from rank k+1 to rank k.
+  function hopsOf(routes, rank, ranks) {
+    const seen = new Set(), nb = new Map(), below = ranks.map(() => []);
+    for (const n of rank.keys()) nb.set(n, { hi: [], lo: [] });
+    for (const r of routes) {
+      r.via.slice(1).forEach((w, j) => {
+        const u = r.via[j], key = u + "\n" + w;
+        if (seen.has(key)) return;
+        seen.add(key);
+        nb.get(u).lo.push(w);
+        nb.get(w).hi.push(u);
+        below[rank.get(w)].push([u, w]);
+      });
+    }
+    return { nb, below, count: seen.size };
+  }
+
+  // orderRanks orders each rank's entries to cross few edges: sweeps that
+  // sort a rank by the mean place of its neighbours in the rank before
+  // (right to left, then left to right), keeping the best order seen,
+  // then swaps of neighbours while a swap crosses fewer (for graphs of up
+  // to 400 hops: each try counts the crossings next to it anew).
+  function orderRanks(ranks, below, nb, hops) {
+    const at = new Map();
+    const place = (k) => ranks[k].forEach((n, i) => at.set(n, i));
+    ranks.forEach((_, k) => place(k));
+    const crossed = (k) => {
+      const hs = below[k] || [];
+      let c = 0;
+      for (let i = 0; i < hs.length; i++) {
+        for (let j = i + 1; j < hs.length; j++) {
+          if ((at.get(hs[i][0]) - at.get(hs[j][0])) * (at.get(hs[i][1]) - at.get(hs[j][1])) < 0) c++;
+        }
+      }
+      return c;
+    };
+    const total = () => ranks.reduce((sum, _, k) => sum + crossed(k), 0);
+    const sortBy = (k, side) => {
+      const key = new Map(ranks[k].map((n) => {
+        const ms = nb.get(n)[side];
+        return [n, ms.length ? ms.reduce((sum, m) => sum + at.get(m), 0) / ms.length : at.get(n)];
+      }));
+      ranks[k].sort((x, y) => key.get(x) - key.get(y) || at.get(x) - at.get(y));
+      place(k);
+    };
+    // Counting crossings costs the square of the hops: a huge graph gets
+    // four sweeps, uncounted.
+    const counted = hops <= 2000;
+    let best = ranks.map((r) => r.slice()), fewest = counted ? total() : Infinity;
+    for (let sweep = 0; sweep < (counted ? 8 : 4) && fewest > 0; sweep++) {
+      if (sweep % 2 === 0) for (let k = ranks.length - 2; k >= 0; k--) sortBy(k, "hi");
+      else for (let k = 1; k < ranks.length; k++) sortBy(k, "lo");
+      const c = counted ? total() : Infinity;
+      if (c < fewest || !counted) [fewest, best] = [c, ranks.map((r) => r.slice())];
+    }
+    best.forEach((r, k) => { ranks[k] = r; place(k); });
+    const around = (k) => crossed(k) + (k > 0 ? crossed(k - 1) : 0);
+    const swap = (k, i) => { [ranks[k][i], ranks[k][i + 1]] = [ranks[k][i + 1], ranks[k][i]]; place(k); };
+    for (let round = 0, better = fewest > 0 && hops <= 400; better && round < 8; round++) {
+      better = false;
+      for (let k = 0; k < ranks.length; k++) {
+        for (let i = 0; i + 1 < ranks[k].length; i++) {
+          const before = around(k);
+          swap(k, i);
+          if (around(k) < before) better = true;
+          else swap(k, i);
+        }
+      }
+    }
+  }
+
+  // rowsOf gives each entry its row: a rank keeps its order and its
+  // spacing (a session takes a row, a lane less), each entry as near as
+  // it may be to the mean row of its neighbours: in passes from the
+  // right, from the left and from the right again. Rows start at 0.
+  function rowsOf(ranks, nb) {
+    const h = (n) => (isLane(n) ? GRAPH.lane : 1);
+    const y = new Map();
+    let row = 0;
+    ranks[0].forEach((n, i) => {
+      row += i ? (h(ranks[0][i - 1]) + h(n)) / 2 : h(n) / 2;
+      y.set(n, row);
+    });
+    const pass = (k, side) => {
+      const want = ranks[k].map((n) => {
+        const ms = nb.get(n)[side];
+        return ms.length ? ms.reduce((sum, m) => sum + y.get(m), 0) / ms.length : y.get(n);
+      });
+      pack(want, ranks[k].map(h)).forEach((v, i) => y.set(ranks[k][i], v));
+    };
+    for (let k = 1; k < ranks.length; k++) pass(k, "lo");
+    for (let k = ranks.length - 2; k >= 0; k--) pass(k, "hi");
+    for (let k = 1; k < ranks.length; k++) pass(k, "lo");
+    const top = Math.min(...[...y].map(([n, v]) => v - h(n) / 2));
+    for (const [n, v] of y) y.set(n, v - top);
+    return { y, height: Math.max(...[...y].map(([n, v]) => v + h(n) / 2)) };
+  }
+  // pack moves wanted places apart to at least their mean height, keeping
+  // their order: the mean of pushing each down from the one above and up
+  // from the one below (both keep the spacing, so their mean does).
+  function pack(want, h) {
+    const n = want.length, down = [], up = [];
+    for (let i = 0; i < n; i++) down[i] = i ? Math.max(want[i], down[i - 1] + (h[i - 1] + h[i]) / 2) : want[i];
+    for (let i = n - 1; i >= 0; i--) up[i] = i < n - 1 ? Math.min(want[i], up[i + 1] - (h[i] + h[i + 1]) / 2) : want[i];
+    return down.map((d, i) => (d + up[i]) / 2);
+  }
+
+  // spreadEnds gives the edges at one side of a box points of their own,
+  // spread over its height in the order of where they come from, so that
+  // two edges between the same sessions (a deadlock of two) stay apart
+  // and arrows do not pile up: dy0 where an edge leaves a, dy1 where it
+  // reaches b.
+  function spreadEnds(routes, pos) {
+    const sides = new Map();
+    const put = (key, r, other) => {
+      if (!sides.has(key)) sides.set(key, []);
+      sides.get(key).push({ r, other });
+    };
+    for (const r of routes) {
+      put(r.a + "\0dy0", r, pos.get(r.via[1]).y);
+      put(r.b + "\0dy1", r, pos.get(r.via[r.via.length - 2]).y);
+    }
+    for (const [key, list] of sides) {
+      const cut = key.lastIndexOf("\0"), p = pos.get(key.slice(0, cut)), end = key.slice(cut + 1);
+      list.sort((u, v) => u.other - v.other || u.r.i - v.r.i);
+      const step = list.length > 1 ? Math.min(12, (p.h - 8) / (list.length - 1)) : 0;
+      list.forEach(({ r }, j) => { r[end] = (j - (list.length - 1) / 2) * step; });
+    }
+  }
+
+  // routePoints is an edge's way from a's right side to b's left side:
+  // points, each with how it is reached from the one before ("C": a curve
+  // across a gap, "L": a straight line along a lane).
+  function routePoints(r, pos, colW) {
+    const a = pos.get(r.a), b = pos.get(r.b);
+    const pts = [{ x: a.x + colW + 1, y: a.y + r.dy0 }];
+    for (const n of r.via.slice(1, -1)) {
+      const p = pos.get(n);
+      pts.push({ x: p.x, y: p.y, how: "C" }, { x: p.x + colW, y: p.y, how: "L" });
+    }
+    pts.push({ x: b.x - 1, y: b.y + r.dy1, how: "C" });
+    return pts;
+  }
+  // reversed is the way back along pts: an edge drawn backwards.
+  function reversed(pts) {
+    const out = pts.slice().reverse().map((p) => ({ x: p.x, y: p.y }));
+    for (let i = 1; i < out.length; i++) out[i].how = pts[pts.length - i].how;
+    return out;
+  }
+  const r1 = (v) => Math.round(v * 10) / 10;
+  // pathOf draws points as an SVG path; a curve leaves and meets its ends
+  // level, so that edges between the same two columns cross only where
+  // their order does.
+  function pathOf(pts) {
+    let d = "M" + r1(pts[0].x) + "," + r1(pts[0].y);
+    for (let i = 1; i < pts.length; i++) {
+      const p = pts[i - 1], q = pts[i], mx = r1((p.x + q.x) / 2);
+      d += q.how === "L" ? " L" + r1(q.x) + "," + r1(q.y) : " C" + mx + "," + r1(p.y) + " " + mx + "," + r1(q.y) + " " + r1(q.x) + "," + r1(q.y);
+    }
+    return d;
+  }
+
+  // placeName finds a lock name a place on its edge: on the last curve
+  // first, at its middle or to either side, wholly inside the gap between
+  // the columns (clear of the boxes and of an arrowhead at either end, an
+  // edge drawn backwards has it on the left) and clear of
+  // the names placed before. It returns {x, y, text} (the name's middle)
+  // or null.
+  const NAME_H = 15, SPOTS = [0.5, 0.42, 0.58, 0.34, 0.66, 0.26, 0.74];
+  function placeName(pts, text, w, placed) {
+    for (let i = pts.length - 1; i > 0; i--) {
+      const p = pts[i - 1], q = pts[i];
+      if (q.how !== "C") continue;
+      const mx = (p.x + q.x) / 2;
+      for (const t of SPOTS) {
+        const u = 1 - t;
+        const x = u * u * u * p.x + 3 * u * t * mx + t * t * t * q.x;
+        const y = (u * u * u + 3 * u * u * t) * p.y + (3 * u * t * t + t * t * t) * q.y;
+        const b = { l: x - w / 2, r: x + w / 2, t: y - NAME_H / 2, b: y + NAME_H / 2 };
+        if (b.l < p.x + GRAPH.arrow || b.r > q.x - GRAPH.arrow) continue;
+        if (placed.some((o) => b.l < o.r + 2 && o.l < b.r + 2 && b.t < o.b + 1 && o.t < b.b + 1)) continue;
+        placed.push(b);
+        return { x: r1(x), y: r1(y), text };
+      }
+    }
+    return null;
   }
 
   // ---- sessions ----------------------------------------------------------
@@ -531,7 +947,7 @@
     if (tr) select(tr.dataset.sessionRow);
   });
   $("graph").addEventListener("click", (ev) => {
-    const g = ev.target.closest("g[data-session]");
+    const g = ev.target.closest("[data-session]");
     if (g) select(g.getAttribute("data-session"));
   });
   $("session-detail").addEventListener("click", (ev) => {
@@ -543,8 +959,8 @@
     const rows = list.map((s) => el("tr", { "data-session-row": s.id, class: s.id === selected ? "sel" : null, title: "show this session" },
       el("td", { class: "mono" }, s.id),
       el("td", { title: s.name || null }, s.name || el("span", { class: "none" }, "—")),
-      el("td", { class: "mono" }, s.ttl),
-      el("td", {}, s.since ? age("", "s\0" + s.id, Date.now(), s.since) : el("span", { class: "none" }, "—")),
+      el("td", { class: "mono dur", title: "TTL " + s.ttl }, fmtGoDur(s.ttl)),
+      el("td", { class: "dur" }, s.since ? age("", "s\0" + s.id, Date.now(), s.since) : el("span", { class: "none" }, "—")),
       el("td", { class: "num" }, (s.held || []).length),
       el("td", { class: "num" }, (s.pending || []).length)));
     if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No session.")));
@@ -567,10 +983,10 @@
     }
     const s = r.value;
     box.replaceChildren(head(s),
-      el("p", { class: "meta" }, "ttl " + s.ttl + " · on_deadlock " + s.on_deadlock + " · lock_delay " + s.lock_delay + (s.ordered ? " · ordered" : "")),
+      el("p", { class: "meta" }, "ttl " + fmtGoDur(s.ttl) + " · on_deadlock " + s.on_deadlock + " · lock_delay " + fmtGoDur(s.lock_delay) + (s.ordered ? " · ordered" : "")),
       ...detailList("Held", (s.held || []).map((h) => el("li", { "data-held": h.name },
         el("span", { class: "name" }, h.name), " ", h.mode, " ", h.weight + "×" + h.count, " ",
-        el("span", { class: "tok", title: "fencing token" }, "#" + h.token), h.expires ? " until " + new Date(h.expires).toLocaleTimeString() : "")), "Holds nothing."),
+        el("span", { class: "tok", title: "fencing token" }, "#" + h.token), h.expires ? [" until ", timeEl(Date.parse(h.expires))] : "")), "Holds nothing."),
       ...detailList("Pending requests", (s.pending || []).map((p) => el("li", { class: "mono", "data-pending": p }, p)), "Waits for nothing."),
       ...detailList("Revoked holds", (s.revoked || []).map((v) => el("li", { "data-revoked": v.name },
         el("span", { class: "name" }, v.name), " ", el("span", { class: "tok" }, "#" + v.token), " at index " + v.index)), "None revoked."));
