@@ -88,32 +88,35 @@ func TestModelRandom(t *testing.T) {
 	if *flagSeed != 0 {
 		first, seeds = *flagSeed, 1
 	}
+	// Seeds run in parallel shards (the race detector makes this test
+	// long; its checks are single-goroutine, but the machine has more
+	// than one core); the results are gathered by seed, so the reports
+	// read the same whatever the shards' timing.
+	results := make([]seedResult, seeds)
+	t.Run("seeds", func(t *testing.T) {
+		const shards = 4
+		for shard := range shards {
+			t.Run(fmt.Sprint(shard), func(t *testing.T) {
+				t.Parallel()
+				for i := shard; i < seeds; i += shards {
+					results[i] = runSeed(t, first+uint64(i), ops)
+				}
+			})
+		}
+	})
 	total := 0
 	reports := map[string][]string{} // by check, the first few reports
 	nfail := map[string]int{}        // by check, the number of failing seeds
 	tol := map[string]int{}
-	for seed := first; seed < first+uint64(seeds); seed++ {
-		n := ops
-		if seed%50 == 0 {
-			n = 5 * ops // a few long runs with few sessions, so that done-request rings fill up
-		}
-		h := newHarness(fmt.Sprintf("seed %d", seed))
-		h.calm = seed%50 == 0
-		rng := rand.New(rand.NewPCG(seed, 0x10c3d))
-		for range n {
-			h.step(h.genOp(rng))
-		}
-		total += h.ops
-		for c, n := range h.tolerated {
+	for _, r := range results {
+		total += r.ops
+		for c, n := range r.tolerated {
 			tol[c] += n
 		}
-		for _, f := range h.failures {
+		for _, f := range r.failures {
 			nfail[f.check]++
 			if len(reports[f.check]) < reportsShown {
 				reports[f.check] = append(reports[f.check], f.report)
-			}
-			if *flagShrink {
-				t.Logf("%s fails %q; shrunk log:\n%s", h.label, f.check, fmtLog(shrinkLog(h.log[:f.op], f.check), f.check))
 			}
 		}
 	}
@@ -130,6 +133,33 @@ func TestModelRandom(t *testing.T) {
 		t.Errorf("check %q failed in %d of %d seeds (rerun one with -model.seed=N -model.shrink); the first:\n%s",
 			c, nfail[c], seeds, strings.Join(reports[c], "\n"))
 	}
+}
+
+// seedResult is what one seed of TestModelRandom found.
+type seedResult struct {
+	ops       int
+	tolerated map[string]int
+	failures  []*failure
+}
+
+// runSeed runs the model test's random operations for one seed.
+func runSeed(t *testing.T, seed uint64, ops int) seedResult {
+	n := ops
+	if seed%50 == 0 {
+		n = 5 * ops // a few long runs with few sessions, so that done-request rings fill up
+	}
+	h := newHarness(fmt.Sprintf("seed %d", seed))
+	h.calm = seed%50 == 0
+	rng := rand.New(rand.NewPCG(seed, 0x10c3d))
+	for range n {
+		h.step(h.genOp(rng))
+	}
+	if *flagShrink {
+		for _, f := range h.failures {
+			t.Logf("%s fails %q; shrunk log:\n%s", h.label, f.check, fmtLog(shrinkLog(h.log[:f.op], f.check), f.check))
+		}
+	}
+	return seedResult{ops: h.ops, tolerated: h.tolerated, failures: h.failures}
 }
 
 // FuzzOps reads an operation sequence from the fuzz input and runs it
