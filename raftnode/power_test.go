@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
