@@ -1,12 +1,8 @@
 package raftnode
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +14,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/raftnode/internal/boltcheck"
 	"go.etcd.io/bbolt"
 )
 
@@ -83,7 +80,7 @@ func (n *Node) openStores() error {
 	path := filepath.Join(n.cfg.DataDir, boltFile)
 	_, statErr := os.Stat(path)
 	start := time.Now()
-	pages, err := checkBoltFile(path)
+	pages, err := boltcheck.Check(path)
 	if err != nil {
 		return n.storeError(err)
 	}
@@ -136,7 +133,10 @@ func (n *Node) openStores() error {
 	return n.openTransport()
 }
 
-// damagedError reports a raft.db that cannot be trusted.
+// damagedError reports a store that cannot be trusted: raft-wal's
+// directory (missing, or segment files it cannot read), or a raft log
+// whose entries raft reads at startup do not read back (checkLog).
+// boltcheck reports damaged raft.db pages with its own DamagedError.
 type damagedError struct {
 	path string
 	err  error
@@ -145,10 +145,11 @@ type damagedError struct {
 func (e *damagedError) Error() string { return e.path + " is damaged: " + e.err.Error() }
 func (e *damagedError) Unwrap() error { return e.err }
 
-// storeError is err from opening the stores, with what to do if the
-// raft.db is damaged.
+// storeError is err from opening the stores, with what to do if a store
+// is damaged: a *damagedError, or boltcheck's finding on raft.db.
 func (n *Node) storeError(err error) error {
-	if d := (*damagedError)(nil); errors.As(err, &d) {
+	d, bd := (*damagedError)(nil), (*boltcheck.DamagedError)(nil)
+	if errors.As(err, &d) || errors.As(err, &bd) {
 		return fmt.Errorf("raftnode: %w; %s", err, boltRemedy(n.cfg.ID))
 	}
 	return fmt.Errorf("raftnode: %w", err)
@@ -358,61 +359,6 @@ func boltRemedy(id string) string {
 		"it is added back and receives a snapshot from the leader (\"Restore one node\" in docs/operations.md)", id)
 }
 
-// checkBoltFile checks the raft.db at path before bolt opens it for good,
-// and returns how many pages it read. Bolt maps the file into memory and
-// trusts it: a page past the end of a file cut short faults (SIGSEGV or
-// SIGBUS) or reads as zeroes, and a damaged page trips an assertion, or
-// the consistency check bolt runs to rebuild its freelist, which panics in
-// a goroutine of its own; each kills the process with a crash dump. The
-// check reads the file with ReadAt instead, trusts nothing it reads, and
-// returns a *damagedError naming the file.
-//
-// It reads every page in use once, as bolt's own Check does, not the
-// whole file: with NoFreelistSync, bolt's open walks those same pages to
-// rebuild its freelist (and would panic on what this check reports), so
-// the check costs about what opening costs already, in proportion to the
-// live log (TrailingLogs plus the entries since the last snapshot), not
-// to the file, which never shrinks. A missing file is a new node.
-func checkBoltFile(path string) (pages int, err error) {
-	info, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	case info.Size() == 0:
-		// Bolt would start a new empty log here: the node would forget its
-		// term and vote.
-		return 0, &damagedError{path, errors.New("it is empty")}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err // not a damaged file: one this process may not read, say
-	}
-	defer f.Close()
-	// A shared lock, as bolt takes one, so that a file another process is
-	// writing is reported as locked rather than damaged. Opening read-only
-	// validates the meta pages and reads nothing else.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return 0, fmt.Errorf("open %s: %w (is another process using the data dir?)", path, err)
-	}
-	if err != nil {
-		return 0, &damagedError{path, err}
-	}
-	defer db.Close()
-	defer func() {
-		if p := recover(); p != nil { // a bug in the check, not in the file; still better than a crash
-			err = fmt.Errorf("checking %s panicked: %v", path, p)
-		}
-	}()
-	c := boltCheck{f: f}
-	if err := c.check(info.Size()); err != nil {
-		return c.pages, &damagedError{path, err}
-	}
-	return c.pages, nil
-}
-
 // checkLog reads the log entries raft.NewRaft reads when it starts, those
 // after the newest snapshot, as it reads them, and returns how many it
 // read: NewRaft panics on one it cannot get (missing, or stored bytes that
@@ -450,371 +396,6 @@ func checkLog(logs raft.LogStore, snaps raft.SnapshotStore) (int, error) {
 		n++
 	}
 	return n, nil
-}
-
-// The bolt file format (go.etcd.io/bbolt, file format version 2): pages of
-// the meta's page size, each opening with a 16-byte header; bolt writes
-// its structs in the machine's byte order.
-const (
-	boltMagic        = 0xED0CDAED
-	boltVersion      = 2
-	boltPageHeader   = 16 // id uint64, flags uint16, count uint16, overflow uint32
-	boltMetaSize     = 64 // magic, version, page size, flags uint32; root, sequence, freelist, pgid, txid, checksum uint64
-	boltElemSize     = 16 // a branch or leaf element
-	boltBucketHeader = 16 // a bucket value: root uint64, sequence uint64
-	boltNoFreelist   = ^uint64(0)
-	boltMaxDepth     = 64 // tree levels and nested buckets together
-
-	branchPage   = 0x01
-	leafPage     = 0x02
-	freelistPage = 0x10
-	bucketLeaf   = 0x01 // a leaf element whose value is a bucket
-)
-
-var ne = binary.NativeEndian
-
-// boltMeta is what the check needs from a meta page.
-type boltMeta struct {
-	pageSize uint32
-	root     uint64 // the root bucket's page
-	freelist uint64 // the freelist's page, or boltNoFreelist
-	high     uint64 // pages [0, high) hold the database
-	txid     uint64
-}
-
-// parseBoltMeta reads the meta page in b, and reports whether it passes
-// bolt's own validation: magic, version and checksum.
-func parseBoltMeta(b []byte) (boltMeta, bool) {
-	if len(b) < boltPageHeader+boltMetaSize {
-		return boltMeta{}, false
-	}
-	m := b[boltPageHeader:]
-	h := fnv.New64a()
-	h.Write(m[:56])
-	if ne.Uint32(m) != boltMagic || ne.Uint32(m[4:]) != boltVersion || ne.Uint64(m[56:]) != h.Sum64() {
-		return boltMeta{}, false
-	}
-	return boltMeta{pageSize: ne.Uint32(m[8:]), root: ne.Uint64(m[16:]), freelist: ne.Uint64(m[32:]),
-		high: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:])}, true
-}
-
-// boltCheck walks a bolt file through ReadAt.
-type boltCheck struct {
-	f      io.ReaderAt
-	ps     int      // page size
-	high   uint64   // the high-water mark: pages [0, high) exist
-	seen   []uint64 // bitmap of the pages reached
-	pages  int      // pages read
-	bufs   [][]byte // page buffers by depth (see buffer)
-	nested int      // how many buckets the walk is inside, the root bucket not counted
-	last   uint64   // the last raft log index met in the logs bucket
-}
-
-// check checks the file of size bytes: the meta page bolt will use, that
-// the file holds every page it counts, and every page reachable from it.
-func (c *boltCheck) check(size int64) error {
-	m, err := c.meta(size)
-	if err != nil {
-		return err
-	}
-	c.ps = int(m.pageSize)
-	switch {
-	case c.ps < 1024 || size%int64(c.ps) != 0:
-		return fmt.Errorf("its %d bytes are not a whole number of %d-byte pages: it was cut short or extended", size, c.ps)
-	case m.high < 2 || m.high > uint64(size)/uint64(c.ps):
-		return fmt.Errorf("it holds %d pages of %d bytes, its header counts %d: it was cut short", size/int64(c.ps), c.ps, m.high)
-	}
-	c.high = m.high
-	c.seen = make([]uint64, (m.high+63)/64)
-	c.mark(0, 1) // the meta pages
-	var freed []uint64
-	if m.freelist != boltNoFreelist {
-		if freed, err = c.freelist(m.freelist); err != nil {
-			return err
-		}
-	}
-	if _, err := c.tree(m.root, nil, nil, 0, nil); err != nil {
-		return err
-	}
-	// Bolt would hand out a free page that is in use, or twice.
-	for _, id := range freed {
-		if id < 2 || id >= c.high || c.reached(id) {
-			return fmt.Errorf("the freelist holds page %d, which is in use, listed twice or out of bounds", id)
-		}
-		c.mark(id, id)
-	}
-	return nil
-}
-
-// meta returns the meta page bolt will use: the valid one with the higher
-// transaction id. Like bolt, it finds the second meta page by probing the
-// page sizes bolt supports when the first is invalid.
-func (c *boltCheck) meta(size int64) (boltMeta, error) {
-	b := make([]byte, boltPageHeader+boltMetaSize)
-	var m0, m1 boltMeta
-	ok0, ok1 := false, false
-	if _, err := c.f.ReadAt(b, 0); err == nil {
-		m0, ok0 = parseBoltMeta(b)
-	}
-	for ps := int64(1024); ps <= 1<<24 && ps+int64(len(b)) <= size; ps *= 2 {
-		if ok0 && ps != int64(m0.pageSize) {
-			continue
-		}
-		if _, err := c.f.ReadAt(b, ps); err == nil {
-			if m, ok := parseBoltMeta(b); ok && int64(m.pageSize) == ps {
-				m1, ok1 = m, true
-				break
-			}
-		}
-	}
-	switch {
-	case ok0 && ok1 && m1.txid > m0.txid, !ok0 && ok1:
-		return m1, nil
-	case ok0:
-		return m0, nil
-	}
-	return boltMeta{}, errors.New("neither meta page is valid")
-}
-
-func (c *boltCheck) mark(from, to uint64) {
-	for id := from; id <= to; id++ {
-		c.seen[id/64] |= 1 << (id % 64)
-	}
-}
-
-func (c *boltCheck) reached(id uint64) bool { return c.seen[id/64]&(1<<(id%64)) != 0 }
-
-// buffer returns n bytes to read a page at depth into. A page's bytes are
-// needed until its subtrees, one level deeper, have been checked, and no
-// longer, so one buffer per level serves the whole walk.
-func (c *boltCheck) buffer(depth, n int) []byte {
-	for len(c.bufs) <= depth {
-		c.bufs = append(c.bufs, nil)
-	}
-	if cap(c.bufs[depth]) < n {
-		c.bufs[depth] = append(c.bufs[depth][:cap(c.bufs[depth])], make([]byte, n-cap(c.bufs[depth]))...)
-	}
-	return c.bufs[depth][:n]
-}
-
-// page reads page id, at depth in the walk, with its overflow pages. It
-// must lie within the file's pages, not have been reached before (bolt's
-// Check: no page is referenced twice, so the walk cannot loop), name
-// itself id and be of one of the types in want.
-func (c *boltCheck) page(id uint64, want uint16, depth int) ([]byte, error) {
-	if id < 2 || id >= c.high {
-		return nil, fmt.Errorf("a reference to page %d, outside pages 2 to %d", id, c.high-1)
-	}
-	if c.reached(id) {
-		return nil, fmt.Errorf("page %d is referenced twice", id)
-	}
-	p := c.buffer(depth, c.ps)
-	if _, err := c.f.ReadAt(p, int64(id)*int64(c.ps)); err != nil {
-		return nil, fmt.Errorf("page %d: %w", id, err)
-	}
-	over := uint64(ne.Uint32(p[12:]))
-	switch {
-	case ne.Uint64(p) != id:
-		return nil, fmt.Errorf("page %d names itself page %d", id, ne.Uint64(p))
-	case !oneOf(ne.Uint16(p[8:]), want):
-		return nil, fmt.Errorf("page %d has type %#x, want one of %#x", id, ne.Uint16(p[8:]), want)
-	case over >= c.high-id:
-		return nil, fmt.Errorf("page %d runs %d pages past the last one", id, id+over-c.high+1)
-	}
-	for i := id + 1; i <= id+over; i++ {
-		if c.reached(i) {
-			return nil, fmt.Errorf("page %d is referenced twice", i)
-		}
-	}
-	c.mark(id, id+over)
-	c.pages += int(over) + 1
-	if over > 0 {
-		p = c.buffer(depth, (int(over)+1)*c.ps) // keeps the first page: buffer grows by appending
-		if _, err := c.f.ReadAt(p[c.ps:], int64(id+1)*int64(c.ps)); err != nil {
-			return nil, fmt.Errorf("page %d: %w", id, err)
-		}
-	}
-	return p, nil
-}
-
-// freelist reads the freelist page at id and returns the pages it lists.
-func (c *boltCheck) freelist(id uint64) ([]uint64, error) {
-	p, err := c.page(id, freelistPage, 0)
-	if err != nil {
-		return nil, err
-	}
-	n, ids := uint64(ne.Uint16(p[10:])), p[boltPageHeader:]
-	if n == 0xffff { // the count did not fit: it is the first element
-		n, ids = ne.Uint64(ids), ids[8:]
-	}
-	if n > uint64(len(ids)/8) {
-		return nil, fmt.Errorf("freelist page %d lists %d pages, it has room for %d", id, n, len(ids)/8)
-	}
-	free := make([]uint64, n)
-	for i := range free {
-		free[i] = ne.Uint64(ids[8*i:])
-	}
-	return free, nil
-}
-
-// tree checks the B+tree of a bucket from page id, and the buckets below
-// it, with bolt's Check's rules for keys: in order on each page, and
-// within [lo, hi) given by the parent page. It returns (a copy of) the
-// subtree's largest key. kv sees the bucket's keys and values in order.
-func (c *boltCheck) tree(id uint64, lo, hi []byte, depth int, kv func(k, v []byte) error) ([]byte, error) {
-	if depth > boltMaxDepth {
-		return nil, fmt.Errorf("page %d is %d levels deep", id, depth)
-	}
-	p, err := c.page(id, branchPage|leafPage, depth)
-	if err != nil {
-		return nil, err
-	}
-	var last []byte
-	if ne.Uint16(p[8:]) == branchPage {
-		last, err = c.branch(id, p, lo, hi, depth, kv)
-	} else {
-		last, err = c.leaf(pageName{id: id}, p, lo, hi, depth, kv)
-	}
-	return bytes.Clone(last), err
-}
-
-// pageName names a page for errors: a page of the file, or the inline
-// page of a bucket.
-type pageName struct {
-	id     uint64
-	bucket []byte
-}
-
-func (n pageName) String() string {
-	if n.bucket != nil {
-		return fmt.Sprintf("the inline page of bucket %q", n.bucket)
-	}
-	return fmt.Sprintf("page %d", n.id)
-}
-
-// oneOf reports whether flags is exactly one of the bits in want, as a
-// page's type must be.
-func oneOf(flags, want uint16) bool { return flags != 0 && flags&(flags-1) == 0 && flags&want != 0 }
-
-// branch checks a branch page's elements and the subtrees they point to.
-func (c *boltCheck) branch(id uint64, p, lo, hi []byte, depth int, kv func(k, v []byte) error) ([]byte, error) {
-	n := int(ne.Uint16(p[10:]))
-	if boltPageHeader+n*boltElemSize > len(p) {
-		return nil, fmt.Errorf("page %d counts %d elements, it has room for %d", id, n, (len(p)-boltPageHeader)/boltElemSize)
-	}
-	keys := make([][]byte, n)
-	for i := range keys {
-		e := boltPageHeader + i*boltElemSize
-		start, end := uint64(e)+uint64(ne.Uint32(p[e:])), uint64(e)+uint64(ne.Uint32(p[e:]))+uint64(ne.Uint32(p[e+4:]))
-		if end > uint64(len(p)) {
-			return nil, fmt.Errorf("page %d, element %d: its key lies past the page's end", id, i)
-		}
-		keys[i] = p[start:end]
-	}
-	var last []byte
-	for i, k := range keys {
-		if err := keyOrder(i, k, lo, hi); err != nil {
-			return nil, fmt.Errorf("page %d, element %d: %w", id, i, err)
-		}
-		next := hi
-		if i+1 < n {
-			next = keys[i+1]
-		}
-		var err error
-		if last, err = c.tree(ne.Uint64(p[boltPageHeader+i*boltElemSize+8:]), k, next, depth+1, kv); err != nil {
-			return nil, err
-		}
-		lo = last
-	}
-	return last, nil
-}
-
-// leaf checks a leaf page's elements (where names the page for errors) and
-// the buckets stored in them, and hands the others to kv.
-func (c *boltCheck) leaf(where pageName, p, lo, hi []byte, depth int, kv func(k, v []byte) error) ([]byte, error) {
-	n := int(ne.Uint16(p[10:]))
-	if boltPageHeader+n*boltElemSize > len(p) {
-		return nil, fmt.Errorf("%v counts %d elements, it has room for %d", where, n, (len(p)-boltPageHeader)/boltElemSize)
-	}
-	var last []byte
-	for i := range n {
-		e := boltPageHeader + i*boltElemSize
-		flags, ks, vs := ne.Uint32(p[e:]), uint64(ne.Uint32(p[e+8:])), uint64(ne.Uint32(p[e+12:]))
-		start := uint64(e) + uint64(ne.Uint32(p[e+4:]))
-		if start+ks+vs > uint64(len(p)) {
-			return nil, fmt.Errorf("%v, element %d: its key and value lie past the page's end", where, i)
-		}
-		k, v := p[start:start+ks], p[start+ks:start+ks+vs]
-		if err := keyOrder(i, k, lo, hi); err != nil {
-			return nil, fmt.Errorf("%v, element %d: %w", where, i, err)
-		}
-		lo, last = k, k
-		var err error
-		if flags&bucketLeaf != 0 {
-			err = c.bucket(k, v, depth)
-		} else if kv != nil {
-			err = kv(k, v)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return last, nil
-}
-
-// keyOrder applies bolt's Check's rule to the i-th key of a page: the
-// first may not sort before prev, the bound its parent page gives; the
-// others must sort after prev, the key (or subtree) before them; and all
-// before hi, where the parent page starts the next page.
-func keyOrder(i int, k, prev, hi []byte) error {
-	switch {
-	case i == 0 && prev != nil && bytes.Compare(prev, k) > 0:
-		return fmt.Errorf("key %x sorts before %x, where its parent page starts it", k, prev)
-	case i > 0 && bytes.Compare(prev, k) >= 0:
-		return fmt.Errorf("key %x does not sort after the key before it, %x", k, prev)
-	case hi != nil && bytes.Compare(k, hi) >= 0:
-		return fmt.Errorf("key %x does not sort before %x, where its parent page starts the next page", k, hi)
-	}
-	return nil
-}
-
-// bucket checks the bucket named name whose header is v: its tree, or
-// its inline page.
-func (c *boltCheck) bucket(name, v []byte, depth int) error {
-	if len(v) < boltBucketHeader {
-		return fmt.Errorf("bucket %q: a header of %d bytes", name, len(v))
-	}
-	var kv func(k, v []byte) error
-	if c.nested == 0 && string(name) == "logs" { // raft-boltdb's log
-		kv = c.logKey
-	}
-	c.nested++
-	defer func() { c.nested-- }()
-	if root := ne.Uint64(v); root != 0 {
-		_, err := c.tree(root, nil, nil, depth+1, kv)
-		return err
-	}
-	inline := v[boltBucketHeader:]
-	if len(inline) < boltPageHeader || ne.Uint16(inline[8:]) != leafPage {
-		return fmt.Errorf("bucket %q: its inline page is not a leaf page", name)
-	}
-	_, err := c.leaf(pageName{bucket: name}, inline, nil, nil, depth+1, kv)
-	return err
-}
-
-// logKey checks the keys of raft-boltdb's logs bucket: raft log indexes,
-// 8 bytes big endian, with no gap (raft panics on an entry it needs and
-// cannot get).
-func (c *boltCheck) logKey(k, _ []byte) error {
-	if len(k) != 8 {
-		return fmt.Errorf("the raft log holds a key of %d bytes", len(k))
-	}
-	i := binary.BigEndian.Uint64(k)
-	if c.last != 0 && i != c.last+1 {
-		return fmt.Errorf("the raft log skips from index %d to %d", c.last, i)
-	}
-	c.last = i
-	return nil
 }
 
 // boltOptions are the options raft.db at path is opened with.

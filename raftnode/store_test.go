@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/raftnode/internal/boltcheck"
 )
 
 // marked is the entry writeRaftDB gives a payload of its own, so that a
@@ -129,145 +129,39 @@ func openNodeWith(t *testing.T, dir, store string) error {
 	return nil
 }
 
-// TestCheckBoltFileHealthy: a missing raft.db is a new node, and a real
-// one passes the check, and the node starts on it.
-func TestCheckBoltFileHealthy(t *testing.T) {
+// TestOpenHealthyBoltFile: a node starts on a real raft.db, and the file
+// it leaves behind passes the check.
+func TestOpenHealthyBoltFile(t *testing.T) {
 	dir := t.TempDir()
-	if pages, err := checkBoltFile(filepath.Join(dir, boltFile)); pages != 0 || err != nil {
-		t.Fatalf("missing file: %d pages, %v", pages, err)
-	}
 	path := writeRaftDB(t, dir, testDir)
-	pages, err := checkBoltFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := os.Stat(path)
-	t.Logf("%d of %d pages read", pages, info.Size()/4096)
 	if err := openNode(t, dir); err != nil {
 		t.Fatal(err)
 	}
-	// And on the file the node left behind.
-	if _, err := checkBoltFile(path); err != nil {
+	if _, err := boltcheck.Check(path); err != nil {
 		t.Fatalf("after the node ran: %v", err)
 	}
 }
 
-// TestCheckBoltFileFreelist: a raft.db with bolt's freelist written passes,
-// and one whose freelist lists a page in use does not (bolt would hand
-// that page out again and overwrite live data).
-func TestCheckBoltFileFreelist(t *testing.T) {
-	d := testDir
-	d.syncFreelist = true
-	path := writeRaftDB(t, t.TempDir(), d)
-	if _, err := checkBoltFile(path); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := boltCheck{f: bytes.NewReader(b)}
-	m, err := c.meta(int64(len(b)))
-	if err != nil || m.freelist == boltNoFreelist {
-		t.Fatalf("meta %+v, %v: no freelist", m, err)
-	}
-	fl := int(m.freelist) * int(m.pageSize)
-	if ne.Uint16(b[fl+10:]) == 0 {
-		t.Fatal("the freelist is empty: compaction freed nothing")
-	}
-	ne.PutUint64(b[fl+boltPageHeader:], m.root) // the first free page is now the root bucket's
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkBoltFile(path); err == nil || !strings.Contains(err.Error(), "the freelist holds page") {
-		t.Fatalf("freelist listing the root: %v", err)
-	}
-}
-
-// boltLayout returns the page size of the bolt file at path and the pages
-// its trees use, found with bolt itself: all of them, and the leaves.
-func boltLayout(t *testing.T, path string) (pageSize int, used, leaves []int) {
-	t.Helper()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(func(tx *bbolt.Tx) error {
-		for id := 2; ; id++ {
-			info, err := tx.Page(id)
-			if err != nil || info == nil {
-				return err
-			}
-			if info.Type == "branch" || info.Type == "leaf" {
-				used = append(used, id)
-			}
-			if info.Type == "leaf" {
-				leaves = append(leaves, id)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db.Info().PageSize, used, leaves
-}
-
-// TestOpenDamagedBoltFile damages a real raft.db in the ways an attacker
-// or a failing disk would (bytes changed, the file cut) and more, and starts a node on each copy: every start must
-// fail with an error that names the file and the remedy. Without the
-// checks, the node starts on the empty file (a new log: its term and vote
-// forgotten) and on the one cut inside a page (bolt does not mind, but the
-// file was cut), bolt refuses the ones with bad meta pages without naming
-// the file, and every other copy kills the process: a fault reading past
-// the end of the file, an assertion or consistency panic in bolt, or
-// raft's panic on an entry it cannot read.
+// TestOpenDamagedBoltFile starts a node on damaged copies of a real
+// raft.db, one for each check that reads it at startup: every start must
+// fail with an error that names the file and the remedy. (boltcheck's
+// tests damage the file in many more ways.) Without the checks, the node
+// starts on the empty file (a new log: its term and vote forgotten) and on
+// the one cut inside a page, and raft panics on the entry it cannot
+// decode.
 func TestOpenDamagedBoltFile(t *testing.T) {
 	src := writeRaftDB(t, t.TempDir(), testDir)
 	good, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, used, leaves := boltLayout(t, src)
-	if len(used) < 20 {
-		t.Fatalf("%d pages in use: the test file is too small", len(used))
-	}
-	r := rand.New(rand.NewPCG(10, 10))
-	garbage := func(b []byte, off, n int) []byte {
-		for i := range n {
-			b[off+i] = byte(r.Uint32())
-		}
-		return b
-	}
-	flip := func(b []byte, off int) []byte { b[off] ^= 0xff; return b }
-	root, mid, last := used[0], used[len(used)/2], used[len(used)-1]
-	meta, ok := parseBoltMeta(good)
-	if !ok {
-		t.Fatal("meta page 0 is not valid")
-	}
-	high := meta.high // the file is larger: bolt grows it ahead
-	// The last byte of the second key on a leaf of the log: an index.
-	leaf := leaves[len(leaves)/2] * ps
-	key := leaf + 16 + 16 + int(ne.Uint32(good[leaf+16+16+4:])) + 7
 	// The byte before the marked entry's payload: the length msgpack
 	// gives it, which raft-boltdb's decoder then trips over.
 	length := bytes.Index(good, []byte(marker)) - 1
 	cases := map[string][]byte{
-		"empty":                 nil,
-		"cut to one page":       good[:ps],
-		"cut to two pages":      good[:2*ps],
-		"cut to half its pages": good[:int(high)/2*ps],
-		"cut before its last":   good[:last*ps],
-		"cut inside a page":     good[:len(good)-100],
-		"meta pages garbage":    garbage(bytes.Clone(good), 0, 2*ps),
-		"a page in use garbage": garbage(bytes.Clone(good), mid*ps, ps),
-		"first page in use":     garbage(bytes.Clone(good), root*ps, ps),
-		"a page's id":           flip(bytes.Clone(good), mid*ps),
-		"a page's type":         flip(bytes.Clone(good), mid*ps+8),
-		"a page's count":        flip(bytes.Clone(good), mid*ps+11),
-		"a page's overflow":     flip(bytes.Clone(good), mid*ps+15),
-		"a log index":           flip(bytes.Clone(good), key),
-		"a log entry's framing": flip(bytes.Clone(good), length),
+		"empty":                 nil,                  // boltcheck
+		"cut inside a page":     good[:len(good)-100], // boltcheck
+		"a log entry's framing": flip(good, length),   // checkLog
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -290,6 +184,13 @@ func TestOpenDamagedBoltFile(t *testing.T) {
 	}
 }
 
+// flip returns a copy of b with the byte at off inverted.
+func flip(b []byte, off int) []byte {
+	b = bytes.Clone(b)
+	b[off] ^= 0xff
+	return b
+}
+
 // TestOpenLogMissingEntries: a log compacted past the newest snapshot (here
 // the snapshot is gone) lacks entries raft reads at startup; the node must
 // say so instead of raft panicking with "log not found".
@@ -303,65 +204,6 @@ func TestOpenLogMissingEntries(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "raft log entry 1, which raft reads at startup (the log holds 1001 to 3000): log not found") ||
 		!strings.Contains(err.Error(), "DELETE /v1/members/n1") {
 		t.Fatalf("start: %v", err)
-	}
-}
-
-// TestCheckBoltFileEveryPage damages each page in use in turn, its header
-// and then all of it: the check must refuse every copy, and return rather
-// than crash.
-func TestCheckBoltFileEveryPage(t *testing.T) {
-	path := writeRaftDB(t, t.TempDir(), dataDir{entries: 1000, size: 200})
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, used, _ := boltLayout(t, path)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r := rand.New(rand.NewPCG(11, 11))
-	for _, id := range used {
-		page := good[id*ps : (id+1)*ps]
-		for _, off := range []int{0, 8, 11, 15, -1} { // id, type, count's high byte, overflow's high byte, all of it
-			bad := bytes.Clone(page)
-			if off >= 0 {
-				bad[off] ^= 0xff
-			} else {
-				for i := range bad {
-					bad[i] = byte(r.Uint32())
-				}
-			}
-			if _, err := f.WriteAt(bad, int64(id*ps)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := checkBoltFile(path); err == nil || !strings.Contains(err.Error(), "is damaged") {
-				t.Fatalf("page %d, byte %d: %v", id, off, err)
-			}
-		}
-		if _, err := f.WriteAt(page, int64(id*ps)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := checkBoltFile(path); err != nil {
-		t.Fatalf("restored file: %v", err)
-	}
-	t.Logf("%d pages in use, each damaged 5 ways", len(used))
-}
-
-// TestCheckBoltFileLocked: a raft.db another process holds is reported as
-// locked, not as damaged.
-func TestCheckBoltFileLocked(t *testing.T) {
-	path := writeRaftDB(t, t.TempDir(), dataDir{entries: 10, size: 10})
-	s, err := raftboltdb.New(raftboltdb.Options{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, err = checkBoltFile(path)
-	if err == nil || strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "another process") {
-		t.Fatalf("check of a locked file: %v", err)
 	}
 }
 
@@ -385,7 +227,7 @@ func BenchmarkStartupChecks(b *testing.B) {
 	var check, open, log time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		n, err := checkBoltFile(path)
+		n, err := boltcheck.Check(path)
 		if err != nil {
 			b.Fatal(err)
 		}
