@@ -1,8 +1,3 @@
-// Package raftnode owns a lockd node's Raft instance: the log and stable
-// stores (raft-boltdb/v2), snapshots, the TCP transport, proposing commands
-// (stamped with the leader's clock, forwarded from followers to the leader),
-// linearizable reads, and the leader's duties (session keepalive deadlines,
-// expiry, ticks for the table's deadlines).
 package raftnode
 
 import (
