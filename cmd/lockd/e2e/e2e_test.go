@@ -273,6 +273,7 @@ func (w *waiter) granted(t *testing.T) uint64 {
 // lock and grants the waiter in the same log entry, visible identically on
 // every node.
 func TestSessionExpiryReleasesAtSameIndexEverywhere(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	c := startCluster(t, 3)
 	c.waitLeader(c.nodes, 30*time.Second)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
@@ -565,6 +566,7 @@ func newestSnapshot(dataDir string) uint64 {
 // timeout, answered in bounded time, nothing committed); when the three come
 // back every acknowledged grant and release is still there.
 func TestFiveNodesQuorum(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	c := startCluster(t, 5)
 	leader := c.waitLeader(c.nodes, 40*time.Second)
 	all := c.nodes
@@ -836,6 +838,7 @@ func (c *client) goReattach(t *testing.T, addr, id string, total time.Duration) 
 // re-armed the session with a full TTL. (Before forwarded keepalives had a
 // per-attempt bound, they hung on the frozen leader past that TTL.)
 func TestSessionSurvivesPausedLeader(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	c := startCluster(t, 3)
 	c.waitLeader(c.nodes, 30*time.Second)
 	sid := must(t, "create session", func(ctx context.Context) (string, error) {

@@ -7,7 +7,9 @@
 // TestMain builds cmd/lockd once (without -race: the race detector covers
 // the test process only). Every test starts its own cluster with fresh
 // data dirs and free ports and kills every process it started in
-// t.Cleanup. Processes are started from one OS thread that never exits,
+// t.Cleanup, so tests that mostly wait (a paused leader, a session's
+// expiry, an outage) run in parallel (t.Parallel) and the package's time
+// is not the sum of their waits. Processes are started from one OS thread that never exits,
 // with PR_SET_PDEATHSIG=SIGKILL, so even a test binary that dies (a
 // -timeout panic, a SIGKILL) takes its lockd children with it.
 //

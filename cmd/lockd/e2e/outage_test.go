@@ -34,6 +34,7 @@ func runLockctl(t *testing.T, args ...string) (code int, stdout, stderr string, 
 // fails within 12 s with the cluster's reason (no leader, exit 69), and
 // `lockctl locks --stale` still lists the held lock.
 func TestLockctlDuringAnOutage(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	c := startCluster(t, 3)
 	leader := c.waitLeader(c.nodes, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

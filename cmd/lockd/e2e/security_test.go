@@ -64,6 +64,7 @@ func (p *pki) nodeArgs(id string) []string {
 // CA, never becomes a voter; plain HTTP to the HTTPS port gets nowhere;
 // the members keep answering with equal digests.
 func TestSecureClusterKeepsStrangersOut(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	p := newPKI(t)
 	tlsConf, err := certs.ClientConfig(p.file("ca.pem"), "", "")
 	if err != nil {
