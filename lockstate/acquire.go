@@ -221,6 +221,18 @@ func (t *Table) admissible(c *Acquire, s *session) *Error {
 	return c.Limits.checkHolds(t, s, c.Locks)
 }
 
+// HasValues reports whether a lock of the acquire gives its hold a value:
+// such an entry needs a log format that carries values (fsm's MinFormat
+// asks), which a voter of an older build would not apply.
+func (c *Acquire) HasValues() bool {
+	for _, sp := range c.Locks {
+		if sp.Value != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // names returns the names the request asks for.
 func (c *Acquire) names() []string {
 	names := make([]string, len(c.Locks))
