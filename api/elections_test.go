@@ -296,3 +296,38 @@ func manyValues(n, size int) []map[string]any {
 	}
 	return out
 }
+
+// During a rolling upgrade, while a voter's build cannot apply values
+// (log format 6), an acquire that gives one and a proclaim are not
+// proposed: 503 no_leader (for the acquire, with its request id to
+// repeat; the proclaim says not_applied), and nothing is written; an
+// acquire without a value works. Once every voter applies format 7 they
+// are.
+func TestValuesWaitForTheFormatGate(t *testing.T) {
+	n := singleNode(t, nodeOptions{})
+	s := n.session(nil)
+	n.node.SetLogFormat(func() int { return 6 })
+	held := decodeGrant(t, n.acquire(s, "e", "write", "0s", ""))
+	valued := map[string]any{"session": s, "request_id": "valued", "locks": []map[string]any{{"name": "f", "value": "v"}}}
+	proclaim := map[string]any{"session": s, "name": "e", "value": "v"}
+	msg := checkErr(t, n.do("POST", "/v1/acquire", valued), http.StatusServiceUnavailable, "no_leader", "an acquire with a value under format 6")
+	if !strings.Contains(msg, "nothing was done") {
+		t.Fatalf("the gated acquire: %q, want it to say nothing was done", msg)
+	}
+	r := n.do("POST", "/v1/proclaim", proclaim)
+	if checkErr(t, r, http.StatusServiceUnavailable, "no_leader", "a proclaim under format 6"); !notApplied(r) {
+		t.Fatalf("the gated proclaim: %s, want not_applied", r)
+	}
+	if e, _ := n.electionAs("", "e"); e.Leader == nil || e.Leader.Token != held.Token || e.Leader.Value != "" {
+		t.Fatalf("after the gated proclaim: %+v", e)
+	}
+	if e, _ := n.electionAs("", "f"); e.Leader != nil {
+		t.Fatalf("after the gated acquire: %+v", e)
+	}
+	n.node.SetLogFormat(func() int { return 7 })
+	n.must(http.StatusOK, "POST", "/v1/proclaim", proclaim, nil)
+	n.must(http.StatusOK, "POST", "/v1/acquire", valued, nil)
+	if e, _ := n.electionAs("", "f"); e.Leader == nil || e.Leader.Value != "v" {
+		t.Fatalf("after the upgrade: %+v", e)
+	}
+}
