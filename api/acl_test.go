@@ -103,7 +103,13 @@ func (n *testNode) deniedAs(token string, status int, code, method, path string,
 // answer, and creates it again.
 func (n *testNode) createToken(admin, name, prefix string) wire.Token {
 	n.t.Helper()
-	body := map[string]any{"name": name, "rules": []map[string]string{{"prefix": prefix, "access": "write"}}}
+	return n.createTokenWith(admin, name, prefix, "write")
+}
+
+// createTokenWith is createToken with the access the token has on prefix.
+func (n *testNode) createTokenWith(admin, name, prefix, access string) wire.Token {
+	n.t.Helper()
+	body := map[string]any{"name": name, "rules": []map[string]string{{"prefix": prefix, "access": access}}}
 	var tok wire.Token
 	waitFor(n.t, 30*time.Second, "token "+name, func() bool {
 		r := n.call(admin, "POST", "/v1/acl/tokens", body)

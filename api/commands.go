@@ -27,7 +27,7 @@ func createSessionCmd(req wire.CreateSessionRequest) *lockstate.CreateSession {
 func acquireCmd(req wire.AcquireRequest) *lockstate.Acquire {
 	specs := make([]lockstate.LockSpec, len(req.Locks))
 	for i, l := range req.Locks {
-		specs[i] = lockstate.LockSpec{Name: l.Name, Mode: modeOf(l.Mode), Weight: l.Weight, Limit: l.Limit}
+		specs[i] = lockstate.LockSpec{Name: l.Name, Mode: modeOf(l.Mode), Weight: l.Weight, Limit: l.Limit, Value: l.Value}
 	}
 	return &lockstate.Acquire{RequestID: req.RequestID, Locks: specs,
 		Require: quorum.Requirement(req.Require), Wait: time.Duration(req.Wait), HoldTTL: time.Duration(req.HoldTTL)}

@@ -114,7 +114,7 @@ func toError(err error, view func() leaderless) *Error {
 	case errors.Is(err, lockservice.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
 		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. " +
-			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}); " +
+			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}), a proclaim as it is; " +
 			"check GET /v1/sessions/{id} before repeating a release or surrender")
 	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):

@@ -38,6 +38,8 @@ var fuzzEndpoints = []struct{ method, path string }{
 	{"POST", "/v1/revoke"},
 	{"DELETE", "/v1/members/"},
 	{"POST", "/v1/certs/denied"},
+	{"POST", "/v1/proclaim"},
+	{"GET", "/v1/elections/"},
 }
 
 // FuzzAPIDecode drives the decoding of every endpoint's path, query and JSON
@@ -81,6 +83,9 @@ func FuzzAPIDecode(f *testing.F) {
 		{20, "n9", ``},
 		{21, "", `{"serial":"5C:1F:00:9A","reason":"stolen"}`},
 		{21, "", `{"serial":"zz"}`},
+		{5, "", `{"session":"$S","locks":[{"name":"e","value":"10.0.0.7:8080"}]}`},
+		{22, "", `{"session":"$S","name":"e","value":"10.0.0.7:9090","token":5}`},
+		{23, "e?index=3&wait=1ms&stale", ``},
 	} {
 		f.Add(seed.endpoint, seed.tail, []byte(seed.body))
 	}

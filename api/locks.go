@@ -9,7 +9,7 @@ import (
 	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
-// PUT /v1/locks/{name...}?session=ID&mode=write&wait=30s[&weight=&limit=&hold_ttl=&request_id=]
+// PUT /v1/locks/{name...}?session=ID&mode=write&wait=30s[&weight=&limit=&hold_ttl=&request_id=&value=]
 func (s *Server) acquireOne(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sess, err := querySession(q)
@@ -23,7 +23,7 @@ func (s *Server) acquireOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := wire.AcquireRequest{Session: sess, RequestID: q.Get("request_id"),
-		Locks: []wire.LockSpec{{Name: r.PathValue("name"), Mode: wire.Mode(mode.String())}}}
+		Locks: []wire.LockSpec{{Name: r.PathValue("name"), Mode: wire.Mode(mode.String()), Value: q.Get("value")}}}
 	for _, p := range []struct {
 		key string
 		dst *wire.Duration
@@ -130,6 +130,28 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// lockQuery reads the query of a read of one name, GET /v1/locks/{name...}
+// or GET /v1/elections/{name...}: with index, a blocking query, which
+// takes one of the node's waits until release is called.
+func (s *Server) lockQuery(w http.ResponseWriter, r *http.Request) (query lockservice.LockQuery, release func(), err error) {
+	q := r.URL.Query()
+	query = lockservice.LockQuery{Name: r.PathValue("name"), Block: q.Has("index")}
+	if query.Index, err = queryUint(q, "index"); err != nil {
+		return query, nil, err
+	}
+	if query.Wait, err = queryDuration(q, "wait"); err != nil {
+		return query, nil, err
+	}
+	release = func() {}
+	if query.Block {
+		var refused *Error
+		if release, refused = s.waitSlot(w); refused != nil {
+			return query, nil, refused
+		}
+	}
+	return query, release, nil
+}
+
 // GET /v1/locks/{name...}[?index=V&wait=30s]
 //
 // A blocking query: with index, it answers once the name's version is
@@ -137,25 +159,13 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 // state then. X-Lock-Index carries the version either way; a name nobody
 // holds, waits for or delays answers 404 lock_not_found with the header.
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	query := lockservice.LockQuery{Name: r.PathValue("name"), Block: q.Has("index")}
-	index, err := queryUint(q, "index")
-	if err == nil {
-		query.Index = index
-		query.Wait, err = queryDuration(q, "wait")
+	query, release, err := s.lockQuery(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	if err == nil && query.Block {
-		release, refused := s.waitSlot(w)
-		if refused != nil {
-			s.writeError(w, r, refused)
-			return
-		}
-		defer release()
-	}
-	var view lockservice.LockView
-	if err == nil {
-		view, err = s.locks.Lock(r.Context(), consistency(r), query)
-	}
+	defer release()
+	view, err := s.locks.Lock(r.Context(), consistency(r), query)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -167,6 +177,48 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 	}
 	s.setTableTime(w)
 	writeJSON(w, http.StatusOK, lockJSON(view.Lock, s.locks.Since))
+}
+
+// GET /v1/elections/{name...}[?index=V&wait=30s][&stale]
+//
+// The name as an election: its leader (value, token, since) and how many
+// candidates queue; blocking as GET /v1/locks/{name...}, with the same
+// X-Lock-Index. Never 404: a name nobody holds has no leader (null), and
+// an observer blocks on it until it has one.
+func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
+	query, release, err := s.lockQuery(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer release()
+	e, err := s.locks.Election(r.Context(), consistency(r), query)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("X-Lock-Index", strconv.FormatUint(e.Version, 10))
+	s.setTableTime(w)
+	writeJSON(w, http.StatusOK, electionJSON(e, s.locks.Since))
+}
+
+// POST /v1/proclaim
+func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
+	var req wire.ProclaimRequest
+	if err := s.decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	err := checkLockName(req.Name)
+	var p *lockstate.Proclamation
+	if err == nil {
+		p, err = s.locks.Proclaim(r.Context(), string(req.Session), &lockstate.Proclaim{Name: req.Name, Value: req.Value, Token: req.Token})
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.ProclaimResponse{Name: p.Name, Token: p.Token, Value: p.Value, Version: p.Version})
 }
 
 // GET /v1/check?name=N&token=T

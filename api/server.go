@@ -169,11 +169,13 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("DELETE /v1/locks/{name...}", s.releaseOne)
 	mux.HandleFunc("POST /v1/release", s.release)
 	mux.HandleFunc("POST /v1/surrender", s.surrender)
+	mux.HandleFunc("POST /v1/proclaim", s.proclaim)
 	mux.HandleFunc("GET /v1/requests/{id}", s.getRequest)
 	mux.HandleFunc("DELETE /v1/requests/{id}", s.cancelRequest)
 
 	mux.HandleFunc("GET /v1/locks", s.listLocks)
 	mux.HandleFunc("GET /v1/locks/{name...}", s.getLock)
+	mux.HandleFunc("GET /v1/elections/{name...}", s.getElection)
 	mux.HandleFunc("GET /v1/check", s.check)
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/waitgraph", s.waitGraph)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lockd/lockd/api/wire"
 	"github.com/lockd/lockd/lockstate"
+	"github.com/lockd/lockd/raftnode/lockservice"
 )
 
 // The table's views (lockstate) as the JSON shapes of the HTTP API
@@ -47,7 +48,7 @@ func sessionJSON(si lockstate.SessionInfo, since sinceOf) wire.Session {
 		Ordered: si.Ordered, LockDelay: wire.Duration(si.LockDelay), Held: make([]wire.HeldLock, len(si.Held)), Pending: si.Pending}
 	for i, h := range si.Held {
 		s.Held[i] = wire.HeldLock{Name: h.Name, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count, Token: h.Token,
-			Expires: clockTime(h.Expires), Since: since(h.Token)}
+			Expires: clockTime(h.Expires), Since: since(h.Token), Value: h.Value}
 	}
 	if s.Pending == nil {
 		s.Pending = []string{}
@@ -68,13 +69,23 @@ func lockJSON(li lockstate.LockInfo, since sinceOf) wire.Lock {
 		Holders: make([]wire.Holder, len(li.Holders)), Waiters: make([]wire.Waiter, len(li.Waiters))}
 	for i, h := range li.Holders {
 		l.Holders[i] = wire.Holder{Session: h.Key, Mode: wire.Mode(h.Mode.String()), Weight: h.Weight, Count: h.Count,
-			Token: h.Token, Expires: clockTime(h.Expires), Since: since(h.Token)}
+			Token: h.Token, Expires: clockTime(h.Expires), Since: since(h.Token), Value: h.Value}
 	}
 	for i, w := range li.Waiters {
 		l.Waiters[i] = wire.Waiter{Session: w.Key, RequestID: w.RequestID, Mode: wire.Mode(w.Mode.String()), Weight: w.Weight,
 			Since: since(w.Created)}
 	}
 	return l
+}
+
+// electionJSON is a name read as an election; its leader's since is when
+// its hold was granted, as a holder's.
+func electionJSON(e lockservice.ElectionView, since sinceOf) wire.Election {
+	out := wire.Election{Name: e.Name, Version: e.Version, Candidates: e.Candidates}
+	if h := e.Leader; h != nil {
+		out.Leader = &wire.ElectionLeader{Value: h.Value, Token: h.Token, Since: since(h.Token)}
+	}
+	return out
 }
 
 func grantsJSON(gs []lockstate.Grant) []wire.Grant {
@@ -90,7 +101,7 @@ func requestJSON(ri *lockstate.RequestInfo) wire.Request {
 		Granted: grantsJSON(ri.Granted), Locks: make([]wire.LockSpec, len(ri.Locks)),
 		Created: ri.Created, Ended: ri.Ended, Deadline: clockTime(ri.Deadline)}
 	for i, sp := range ri.Locks {
-		r.Locks[i] = wire.LockSpec{Name: sp.Name, Mode: wire.Mode(sp.Mode.String()), Weight: sp.Weight, Limit: sp.Limit}
+		r.Locks[i] = wire.LockSpec{Name: sp.Name, Mode: wire.Mode(sp.Mode.String()), Weight: sp.Weight, Limit: sp.Limit, Value: sp.Value}
 	}
 	return r
 }

@@ -202,8 +202,16 @@ const (
 	// another session uses, and diverge: it refuses the entry instead.
 	// Every other command is written as in FormatDenyCert, byte for byte.
 	FormatSessionRequestIDs Format = 6
+	// FormatHoldValues is FormatSessionRequestIDs with one more command,
+	// Proclaim, and an Acquire whose locks may carry a value
+	// (lockstate.LockSpec.Value). A build before it would refuse the
+	// entry (its decoders know neither) and stop, never apply it without
+	// the value: a leader writes it only once every voter applies this
+	// format, and refuses it until then. Every other command is written
+	// as in FormatSessionRequestIDs, byte for byte.
+	FormatHoldValues Format = 7
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatSessionRequestIDs
+	NewestFormat = FormatHoldValues
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the
@@ -216,9 +224,9 @@ var ErrFormatTooOld = errors.New("log format too old for this command")
 // (lockstate.Authority) or a leader's key or limits (LeaderFields), which
 // came with that format; FormatTokenLimits if its leader's limits hold
 // per-token ones or it carries a token's own limits (OwnLimits);
-// FormatSessionRequestIDs if its request id is scoped to its session. A
-// type this build does not know gets FormatBare (Encode refuses it
-// anyway).
+// FormatSessionRequestIDs if its request id is scoped to its session;
+// FormatHoldValues if it gives a hold a value (HasValues). A type this
+// build does not know gets FormatBare (Encode refuses it anyway).
 func MinFormat(cmd lockstate.Command) Format {
 	ct := rowOf(cmd)
 	if ct == nil || reflect.ValueOf(cmd).IsNil() {
@@ -240,6 +248,9 @@ func MinFormat(cmd lockstate.Command) Format {
 	}
 	if l.SessionScoped != nil && *l.SessionScoped {
 		f = max(f, FormatSessionRequestIDs)
+	}
+	if v, ok := cmd.(interface{ HasValues() bool }); ok && v.HasValues() {
+		f = max(f, FormatHoldValues)
 	}
 	return f
 }

@@ -264,7 +264,7 @@ func appendHeader(b []byte, v *lockstate.Header) []byte {
 }
 
 func decodeHoldRecord(r *mpReader, v *lockstate.HoldRecord) error {
-	return r.readFields(7, 0x7f, func(k []byte) (uint32, error) {
+	return r.readFields(8, 0x7f, func(k []byte) (uint32, error) {
 		switch string(k) {
 		case "session":
 			return 1 << 0, readUint(r, &v.Session)
@@ -280,13 +280,20 @@ func decodeHoldRecord(r *mpReader, v *lockstate.HoldRecord) error {
 			return 1 << 5, readInt(r, &v.Expires)
 		case "granted":
 			return 1 << 6, readUint(r, &v.Granted)
+		case "value":
+			return 1 << 7, readString(r, &v.Value)
 		}
 		return 0, nil
 	})
 }
 
 func appendHoldRecord(b []byte, v *lockstate.HoldRecord) []byte {
-	b = append(b, "\x87\xa7session"...)
+	n := 7
+	if v.Value != "" {
+		n++
+	}
+	b = appendMapLen(b, n)
+	b = append(b, "\xa7session"...)
 	b = appendUint(b, uint64(v.Session))
 	b = append(b, "\xa4mode"...)
 	b = appendUint(b, uint64(v.Mode))
@@ -300,6 +307,10 @@ func appendHoldRecord(b []byte, v *lockstate.HoldRecord) []byte {
 	b = appendInt(b, v.Expires)
 	b = append(b, "\xa7granted"...)
 	b = appendUint(b, v.Granted)
+	if v.Value != "" {
+		b = append(b, "\xa5value"...)
+		b = appendStr(b, v.Value)
+	}
 	return b
 }
 
@@ -324,7 +335,7 @@ func decodeLimits(r *mpReader, v *lockstate.Limits) error {
 }
 
 func decodeLockSpec(r *mpReader, v *lockstate.LockSpec) error {
-	return r.readFields(4, 0x0, func(k []byte) (uint32, error) {
+	return r.readFields(5, 0x0, func(k []byte) (uint32, error) {
 		switch string(k) {
 		case "name":
 			return 1 << 0, readString(r, &v.Name)
@@ -334,6 +345,8 @@ func decodeLockSpec(r *mpReader, v *lockstate.LockSpec) error {
 			return 1 << 2, readInt(r, &v.Weight)
 		case "limit":
 			return 1 << 3, readInt(r, &v.Limit)
+		case "value":
+			return 1 << 4, readString(r, &v.Value)
 		}
 		return 0, nil
 	})
@@ -345,6 +358,9 @@ func appendLockSpec(b []byte, v *lockstate.LockSpec) []byte {
 		n++
 	}
 	if v.Limit != 0 {
+		n++
+	}
+	if v.Value != "" {
 		n++
 	}
 	b = appendMapLen(b, n)
@@ -359,6 +375,10 @@ func appendLockSpec(b []byte, v *lockstate.LockSpec) []byte {
 	if v.Limit != 0 {
 		b = append(b, "\xa5limit"...)
 		b = appendInt(b, int64(v.Limit))
+	}
+	if v.Value != "" {
+		b = append(b, "\xa5value"...)
+		b = appendStr(b, v.Value)
 	}
 	return b
 }
@@ -400,6 +420,24 @@ func appendNodeRecord(b []byte, v *lockstate.NodeRecord) []byte {
 		}
 	}
 	return b
+}
+
+func decodeProclaim(r *mpReader, v *lockstate.Proclaim) error {
+	return r.readFields(5, 0x0, func(k []byte) (uint32, error) {
+		switch string(k) {
+		case "session":
+			return 1 << 0, readUint(r, &v.Session)
+		case "name":
+			return 1 << 1, readString(r, &v.Name)
+		case "value":
+			return 1 << 2, readString(r, &v.Value)
+		case "token":
+			return 1 << 3, readUint(r, &v.Token)
+		case "auth":
+			return 1 << 4, readString(r, &v.Authority.Auth)
+		}
+		return 0, nil
+	})
 }
 
 func decodeRelease(r *mpReader, v *lockstate.Release) error {

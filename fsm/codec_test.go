@@ -55,6 +55,11 @@ func sampleCommands() []lockstate.Command {
 		// FormatSessionRequestIDs.
 		&lockstate.Acquire{Session: 7, RequestID: "req-4", SessionScoped: true, Authority: lockstate.Authority{Auth: testTokenID},
 			Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Write}}},
+		// FormatHoldValues.
+		&lockstate.Acquire{Session: 7, RequestID: "req-5", Locks: []lockstate.LockSpec{{Name: "a", Mode: lockstate.Write},
+			{Name: "svc/scheduler", Mode: lockstate.Write, Value: "10.0.0.7:8080"}}},
+		&lockstate.Proclaim{Session: 7, Name: "svc/scheduler", Value: "10.0.0.7:9090", Token: 12, Authority: lockstate.Authority{Auth: testTokenID}},
+		&lockstate.Proclaim{Session: 7, Name: "svc/scheduler"},
 	}
 }
 
@@ -113,6 +118,39 @@ func TestFormatGateSessionScoped(t *testing.T) {
 	}
 }
 
+// TestFormatGateHoldValues: an acquire that gives a hold a value, and a
+// proclaim, are refused below FormatHoldValues (an older voter would not
+// apply them); an acquire without values is written in every format since
+// FormatACL byte for byte as in FormatSessionRequestIDs.
+func TestFormatGateHoldValues(t *testing.T) {
+	acq := func(values ...string) *lockstate.Acquire {
+		c := &lockstate.Acquire{Session: 3, RequestID: "job", Authority: lockstate.Authority{Auth: testTokenID}}
+		for i, v := range values {
+			c.Locks = append(c.Locks, lockstate.LockSpec{Name: fmt.Sprintf("svc/%d", i), Mode: lockstate.Write, Value: v})
+		}
+		return c
+	}
+	plain := acq("", "")
+	want, err := EncodeFormat(FormatSessionRequestIDs, 1, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := FormatACL; f <= NewestFormat; f++ {
+		if b, err := EncodeFormat(f, 1, plain); err != nil || !bytes.Equal(b, want) {
+			t.Errorf("no values in format %d: %x, %v; want %x", f, b, err, want)
+		}
+		for _, cmd := range []lockstate.Command{acq("a"), acq("", "b"), &lockstate.Proclaim{Session: 3, Name: "svc/0"}} {
+			_, err := EncodeFormat(f, 1, cmd)
+			if tooOld := f < FormatHoldValues; tooOld != errors.Is(err, ErrFormatTooOld) || !tooOld && err != nil {
+				t.Errorf("%#v in format %d: %v", cmd, f, err)
+			}
+		}
+	}
+	if MinFormat(acq("", "b")) != FormatHoldValues || MinFormat(plain) != FormatACL {
+		t.Errorf("MinFormat: with a value %d, without %d", MinFormat(acq("", "b")), MinFormat(plain))
+	}
+}
+
 // needsACLFormat reports whether cmd can only be written in FormatACL or
 // later.
 func needsACLFormat(cmd lockstate.Command) bool { return MinFormat(cmd) >= FormatACL }
@@ -132,6 +170,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		reflect.TypeFor[*lockstate.CreateToken]():   CreateTokenType,
 		reflect.TypeFor[*lockstate.DeleteToken]():   DeleteTokenType,
 		reflect.TypeFor[*lockstate.DenyCert]():      DenyCertType,
+		reflect.TypeFor[*lockstate.Proclaim]():      ProclaimType,
 	}
 	seen := make(map[MessageType]bool)
 	for _, now := range []int64{0, 1, -1, 1_700_000_000_123_456_789, 1<<63 - 1, -1 << 63} {
@@ -236,10 +275,10 @@ func TestDecodeUnknownType(t *testing.T) {
 		ignorable bool
 	}{
 		{0, false},
-		{14, false}, // the first type after the registry's
+		{15, false}, // the first type after the registry's
 		{0x7e, false},
 		{IgnoreUnknownFlag, true},
-		{IgnoreUnknownFlag | 14, true},
+		{IgnoreUnknownFlag | 15, true},
 		{0xfe, true},
 	} {
 		// Bare, as older builds wrote entries, and in the envelope: an
@@ -405,11 +444,12 @@ var format2Fields = map[MessageType][]string{
 	CreateSessionType: {"name", "ttl", "on_deadlock", "ordered", "lock_delay"},
 	CloseSessionType:  {"session"},
 	ExpireSessionType: {"session"},
-	AcquireType:       {"session", "request_id", "locks", "require", "wait", "hold_ttl"},
-	ReleaseType:       {"session", "name", "request_id"},
-	SurrenderType:     {"session", "name"},
-	CancelType:        {"session", "request_id"},
-	TickType:          {},
+	AcquireType: {"session", "request_id", "locks", "require", "wait", "hold_ttl",
+		"locks.name", "locks.mode", "locks.weight", "locks.limit"},
+	ReleaseType:   {"session", "name", "request_id"},
+	SurrenderType: {"session", "name"},
+	CancelType:    {"session", "request_id"},
+	TickType:      {},
 }
 
 // TestFormatGateEveryField sets each field of each command alone: format 2
@@ -442,7 +482,8 @@ func TestFormatGateEveryField(t *testing.T) {
 	}
 }
 
-// entryKeys returns the fields of cmd's map as Encode writes it.
+// entryKeys returns the fields of cmd's map as Encode writes it, and of
+// the maps in its arrays (a lock's "value" is "locks.value").
 func entryKeys(t *testing.T, cmd lockstate.Command) []string {
 	t.Helper()
 	b, err := Encode(1, cmd)
@@ -457,5 +498,19 @@ func entryKeys(t *testing.T, cmd lockstate.Command) []string {
 	if err := msgpack.Unmarshal(body[1], &m); err != nil {
 		t.Fatal(err)
 	}
-	return slices.Sorted(maps.Keys(m))
+	keys := slices.Sorted(maps.Keys(m))
+	for _, k := range keys {
+		var elems []map[string]msgpack.RawMessage
+		if msgpack.Unmarshal(m[k], &elems) != nil {
+			continue // not an array of maps
+		}
+		for _, e := range elems {
+			for sub := range e {
+				if full := k + "." + sub; !slices.Contains(keys, full) {
+					keys = append(keys, full)
+				}
+			}
+		}
+	}
+	return keys
 }

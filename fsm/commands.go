@@ -23,6 +23,8 @@ const (
 	DeleteTokenType  MessageType = 12
 	// Since FormatDenyCert:
 	DenyCertType MessageType = 13
+	// Since FormatHoldValues:
+	ProclaimType MessageType = 14
 )
 
 // ChecksummedType is not a command: it marks the envelope Encode writes
@@ -56,6 +58,7 @@ var commandTypes = [IgnoreUnknownFlag]commandType{
 	CreateTokenType:   row("create_token", FormatACL, decodeCreateToken, nil).writtenAs(createTokenBody),
 	DeleteTokenType:   row("delete_token", FormatACL, decodeDeleteToken, nil).writtenAs(deleteTokenBody),
 	DenyCertType:      row("deny_cert", FormatDenyCert, decodeDenyCert, nil),
+	ProclaimType:      row("proclaim", FormatHoldValues, decodeProclaim, nil),
 }
 
 // createSessionLeader: the leader draws a new session's key and stamps

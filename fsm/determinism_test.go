@@ -207,6 +207,33 @@ func TestDeterminismScopedIDs(t *testing.T) {
 	}
 }
 
+// TestDeterminismHoldValues replays one log whose holds carry values
+// (FormatHoldValues: acquires that give them, reentrant grants and
+// upgrades that replace them, proclaims) into two FSMs and a third
+// restored from a snapshot of the first part way (format 7), comparing
+// their digests after every entry.
+func TestDeterminismHoldValues(t *testing.T) {
+	entries, seeds := 3000, []uint64{21, 22, 23}
+	if testing.Short() || raceEnabled {
+		entries, seeds = 1500, seeds[:2]
+	}
+	total := eventCounts{}
+	for _, seed := range seeds {
+		t.Run("seed="+itoa(int(seed)), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, seed^0xe1ec7))
+			g := newGen(r)
+			g.values = 40
+			for k, n := range runReplicatedGen(t, g, entries, entries/4+r.IntN(entries/2), func() bool { return false }) {
+				total[k] += n
+			}
+		})
+	}
+	t.Logf("events: %v", total)
+	if total[lockstate.EvProclaimed] == 0 || total[lockstate.EvGranted] == 0 {
+		t.Errorf("the workload proclaimed %d and granted %d", total[lockstate.EvProclaimed], total[lockstate.EvGranted])
+	}
+}
+
 // TestDeterminismWithACL is TestDeterminism with ACL tokens, session keys
 // and owners, revokes and limits in the log (snapshot format 3).
 func TestDeterminismWithACL(t *testing.T) {

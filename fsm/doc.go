@@ -107,12 +107,20 @@
 // lookups by id (Release, Cancel) answer as before in any table where no
 // two sessions share an id, which only flagged acquires can make.
 //
+// FormatHoldValues gives holds a value: the Proclaim command, and an
+// Acquire whose locks carry one (lockstate.LockSpec.Value). A build
+// before it would refuse such an entry and stop (its decoders know
+// neither), never apply it without the value: a leader proposes them
+// only once every voter applies the format, and refuses them until then,
+// as it does a DenyCert. An acquire without values is written as before.
+//
 // Snapshots are gated by content only: Persist writes the oldest format
 // that carries every record of the table, as the registry of records says
 // (format 3 for a table that has ACL state, session keys or revocations,
 // which only FormatACL entries can create, 4 for a token that has its own
-// limits, 5 for a table that denies a certificate), format 6 for a table
-// in which two sessions share a request id, and format 2 otherwise. A
+// limits, 5 for a table that denies a certificate, 7 for a hold or a
+// request's lock that carries a value), format 6 for a table in which two
+// sessions share a request id, and format 2 otherwise. A
 // voter on a build before FormatChecksummed cannot install a format 2
 // snapshot from an upgraded leader (raft retries until it is upgraded),
 // and a node that has taken a snapshot cannot go back to a build that

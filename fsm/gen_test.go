@@ -53,6 +53,10 @@ type gen struct {
 	// scoped is the percentage of acquires whose request id is their
 	// session's own (FormatSessionRequestIDs); 0 for a log before it.
 	scoped int
+	// values is the percentage of locks that give their hold a value, and
+	// of entries that are proclaims (FormatHoldValues); 0 for a log
+	// before it, which then draws exactly what it drew before values.
+	values int
 	// What the scoped acquires led to: a new request with an id another
 	// session's request has, and cancels refused for naming several.
 	shared, ambiguous int
@@ -77,9 +81,18 @@ func (g *gen) session() lockstate.SessionID {
 	return g.sessions[g.src.IntN(len(g.sessions))]
 }
 
+// genValues are the values holds are given: few, so that proclaims often
+// repeat the value a hold has.
+var genValues = []string{"10.0.0.1:8080", "10.0.0.2:8080", "ünï ✓", strings.Repeat("v", lockstate.MaxValueLen)}
+
 // next returns the next command and moves the clock.
 func (g *gen) next(f *FSM) lockstate.Command {
-	cmd := g.nextPlain(f)
+	var cmd lockstate.Command
+	if g.values > 0 && g.pct(g.values/4) {
+		cmd = g.proclaim(f)
+	} else {
+		cmd = g.nextPlain(f)
+	}
 	if g.acl != nil {
 		cmd = g.aclize(cmd)
 	}
@@ -191,6 +204,27 @@ func (g *gen) acquire() lockstate.Command {
 	}
 	if g.scoped > 0 {
 		c.SessionScoped = g.pct(g.scoped)
+	}
+	for i := range c.Locks {
+		if g.values > 0 && g.pct(g.values) {
+			c.Locks[i].Value = genValues[g.src.IntN(len(genValues))]
+		}
+	}
+	return c
+}
+
+// proclaim is usually a holder's on a name it holds, now and then with a
+// bad value or a token.
+func (g *gen) proclaim(f *FSM) lockstate.Command {
+	s := g.session()
+	c := &lockstate.Proclaim{Session: s, Name: g.heldName(f, s), Value: genValues[g.src.IntN(len(genValues))]}
+	switch p := g.src.IntN(100); {
+	case p < 10:
+		c.Value = ""
+	case p < 13:
+		c.Value = strings.Repeat("v", lockstate.MaxValueLen+1)
+	case p < 30:
+		c.Token = uint64(g.src.IntN(2000)) // the hold's, now and then
 	}
 	return c
 }

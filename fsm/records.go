@@ -44,8 +44,8 @@ const (
 var recordKinds = []recordKind{
 	record(recTable, "table header", snapshotFormat1, appendHeader, decodeHeader).once(),
 	record(recSession, "session", snapshotFormat1, appendSessionRecord, decodeSessionRecord),
-	record(recNode, "node", snapshotFormat1, appendNodeRecord, decodeNodeRecord).reusing(),
-	record(recRequest, "request", snapshotFormat1, appendRequestRecord, decodeRequestRecord),
+	record(recNode, "node", snapshotFormat1, appendNodeRecord, decodeNodeRecord).reusing().formatOf(nodeFormat),
+	record(recRequest, "request", snapshotFormat1, appendRequestRecord, decodeRequestRecord).formatOf(requestFormat),
 	record(recSessionExtra, "session extra", snapshotFormat3, appendSessionExtraRecord, decodeSessionExtraRecord),
 	record(recACL, "acl", snapshotFormat3, appendACLRecord, decodeACLRecord).once(),
 	record(recToken, "token", snapshotFormat3, appendTokenRecord, decodeTokenRecord).formatOf(tokenFormat),
@@ -60,6 +60,26 @@ func tokenFormat(rec lockstate.Record) int {
 	return snapshotFormat3
 }
 
+// nodeFormat: a node one of whose holds has a value needs format 7.
+func nodeFormat(rec lockstate.Record) int {
+	for _, h := range rec.(*lockstate.NodeRecord).Holds {
+		if h.Value != "" {
+			return snapshotFormatHoldValues
+		}
+	}
+	return snapshotFormat1
+}
+
+// requestFormat: a request one of whose locks has a value needs format 7.
+func requestFormat(rec lockstate.Record) int {
+	for _, sp := range rec.(*lockstate.RequestRecord).Locks {
+		if sp.Value != "" {
+			return snapshotFormatHoldValues
+		}
+	}
+	return snapshotFormat1
+}
+
 // recordKind is one row of the record registry.
 type recordKind struct {
 	tag   recordType
@@ -71,7 +91,8 @@ type recordKind struct {
 	// reuse: a restore decodes each record of the kind over the one
 	// before, reusing its slices' arrays, which saves an allocation a
 	// record; for a kind whose load copies its slices out and whose
-	// fields are all written (and so all decoded) every time.
+	// fields are all written (and so all decoded) every time (the
+	// elements of a reused slice are zeroed first: see readList).
 	reuse  bool
 	put    func(b []byte, rec lockstate.Record) []byte // appends rec's body
 	format func(rec lockstate.Record) int              // the format rec needs; nil: since

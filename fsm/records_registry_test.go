@@ -44,7 +44,7 @@ func TestRecordRegistryComplete(t *testing.T) {
 // everyKindState has a record of every kind Export writes. A new kind adds
 // records of its own here (not to the golden tables, which hold what
 // earlier builds wrote).
-func everyKindState(t testing.TB) *driver { return sharedIDsState(t) }
+func everyKindState(t testing.TB) *driver { return holdValuesState(t) }
 
 // TestEveryRecordKind: a table with a record of every kind exports each
 // kind, in the registry's order, and a snapshot of it restores to the same
@@ -76,7 +76,7 @@ func TestEveryRecordKind(t *testing.T) {
 		}
 	}
 	snap := snapshotBytes(t, d.f.FSM)
-	if got := snapshotFormatOf(t, snap); got != SnapshotFormat || newest != snapshotFormat5 {
+	if got := snapshotFormatOf(t, snap); got != SnapshotFormat || newest != snapshotFormatHoldValues {
 		t.Errorf("snapshot format %d, newest record format %d", got, newest)
 	}
 	f := newTestFSM(t)

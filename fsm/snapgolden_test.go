@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lockd/lockd/lockstate"
 )
@@ -53,6 +54,7 @@ var goldenTables = []struct {
 	{"denied", deniedState, true},
 	{"shared-ids", sharedIDsState, true},
 	{"generated-acl", generatedACLState, true},
+	{"hold-values", holdValuesState, true},
 	{"big", bigState, false},
 }
 
@@ -84,6 +86,28 @@ func sharedIDsState(t testing.TB) *driver {
 		c.Auth = mgmtToken
 		d.must(c)
 	}
+	return d
+}
+
+// holdValuesState is sharedIDsState with values (snapshot format 7): a
+// hold granted with one, one given its value by a proclaim, a waiter
+// whose lock carries one, and a request that gave one and was released.
+func holdValuesState(t testing.TB) *driver {
+	d := sharedIDsState(t)
+	as := func(c *lockstate.CreateSession) { c.Auth = mgmtToken }
+	auth := lockstate.Authority{Auth: mgmtToken}
+	spec := func(name, value string) []lockstate.LockSpec {
+		l := lock(name, lockstate.Write)
+		l.Value = value
+		return []lockstate.LockSpec{l}
+	}
+	leader, candidate, other := d.session(as), d.session(as), d.session(as)
+	d.must(&lockstate.Acquire{Session: leader, Authority: auth, Locks: spec("svc/scheduler", "10.0.0.7:8080")})
+	d.must(&lockstate.Acquire{Session: candidate, Authority: auth, Locks: spec("svc/scheduler", "10.0.0.8:8080"), Wait: time.Minute})
+	d.must(&lockstate.Acquire{Session: other, Authority: auth, Locks: spec("svc/indexer", "")})
+	d.must(&lockstate.Proclaim{Session: other, Authority: auth, Name: "svc/indexer", Value: "ünïcode ✓"})
+	d.must(&lockstate.Acquire{Session: other, Authority: auth, Locks: spec("svc/once", "gone")})
+	d.must(&lockstate.Release{Session: other, Authority: auth, Name: "svc/once"})
 	return d
 }
 

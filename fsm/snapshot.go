@@ -18,7 +18,7 @@ import (
 
 // SnapshotFormat is the newest version of the snapshot stream: Persist
 // writes it only for a table that needs it, else an older one (see
-// below). Restore reads formats 1 to 6.
+// below). Restore reads formats 1 to 7.
 //
 // Format 1 is a msgpack stream of tagged records: each record is a
 // msgpack uint8 tag followed by the record: the header (snapshotHeader),
@@ -56,17 +56,25 @@ import (
 // refuses a stream of an older format whose requests share an id: that
 // format cannot hold them.
 //
+// Format 7 is format 6 whose holds and requests' locks may carry a value
+// (log format FormatHoldValues): the field "value" of a hold and of a
+// lock, written only when there is one.
+//
 // Persist writes the oldest format (2 at least) that carries every record
 // of the table, which each record's registry row says (the format its kind
 // came in, or a later one for a record that holds what only that one can:
-// a token with limits of its own), and format 6 for a table where two
-// sessions share a request id, so that a build before it refuses the
-// snapshot by its version rather than by a load error. A table that uses
-// nothing of a later format is written byte for byte as before it: a
-// cluster that does not use ACLs, session keys, revocation, token limits,
-// the deny list or shared request ids can still send its snapshots to a
-// node of the build before them.
-const SnapshotFormat = snapshotFormatSharedIDs
+// a token with limits of its own, a node or request with a value), and
+// format 6 for a table where two sessions share a request id, so that a
+// build before it refuses the snapshot by its version rather than by a
+// load error. A table that uses nothing of a later format is written byte
+// for byte as before it: a cluster that does not use ACLs, session keys,
+// revocation, token limits, the deny list, shared request ids or values
+// can still send its snapshots to a node of the build before them.
+const SnapshotFormat = snapshotFormatHoldValues
+
+// snapshotFormatHoldValues is format 7, the first whose holds and locks
+// may carry a value.
+const snapshotFormatHoldValues = 7
 
 // snapshotFormatSharedIDs is format 6, the first whose sessions may share
 // a request id.

@@ -236,7 +236,7 @@ func TestSnapshotFormatByContent(t *testing.T) {
 			for _, name := range []string{"a", "b"} {
 				d.must(scoped(d.session(), "job", name))
 			}
-		}, SnapshotFormat},
+		}, snapshotFormatSharedIDs},
 		{"shared request id forgotten", func(d *driver) {
 			a, b := d.session(), d.session()
 			d.must(scoped(a, "job", "a"))
@@ -252,7 +252,37 @@ func TestSnapshotFormatByContent(t *testing.T) {
 				c.Auth = mgmtToken
 				d.must(c)
 			}
-		}, SnapshotFormat},
+		}, snapshotFormatSharedIDs},
+		{"a hold with a value", func(d *driver) { d.must(valued(d.session(), "e", "10.0.0.7:8080", 0)) }, snapshotFormatHoldValues},
+		{"a waiter with a value", func(d *driver) {
+			d.must(write(d.session(), "e"))
+			d.must(valued(d.session(), "e", "10.0.0.7:8080", time.Minute))
+		}, snapshotFormatHoldValues},
+		{"a value proclaimed", func(d *driver) {
+			s := d.session()
+			d.must(write(s, "e"))
+			d.must(&lockstate.Proclaim{Session: s, Name: "e", Value: "10.0.0.7:8080"})
+		}, snapshotFormatHoldValues},
+		{"a value proclaimed and cleared", func(d *driver) {
+			s := d.session()
+			d.must(write(s, "e"))
+			d.must(&lockstate.Proclaim{Session: s, Name: "e", Value: "10.0.0.7:8080"})
+			d.must(&lockstate.Proclaim{Session: s, Name: "e"})
+		}, snapshotFormat2},
+		{"a value cleared, its request remembered", func(d *driver) {
+			s := d.session()
+			d.must(valued(s, "e", "10.0.0.7:8080", 0))
+			d.must(&lockstate.Proclaim{Session: s, Name: "e"})
+		}, snapshotFormatHoldValues},
+		{"a valued hold released", func(d *driver) {
+			s := d.session()
+			d.must(valued(s, "e", "10.0.0.7:8080", 0))
+			d.must(&lockstate.Release{Session: s, Name: "e"})
+			d.must(&lockstate.CloseSession{Session: s}) // forgets the request that carried the value
+		}, snapshotFormat2},
+		{"values with shared request ids", func(d *driver) {
+			*d = *holdValuesState(t)
+		}, snapshotFormatHoldValues},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -276,6 +306,57 @@ func TestSnapshotFormatByContent(t *testing.T) {
 func scoped(s lockstate.SessionID, id, name string) *lockstate.Acquire {
 	return &lockstate.Acquire{Session: s, RequestID: id, SessionScoped: true,
 		Locks: []lockstate.LockSpec{lock(name, lockstate.Write)}}
+}
+
+// valued is an acquire of name in write mode whose hold takes value.
+func valued(s lockstate.SessionID, name, value string, wait time.Duration) *lockstate.Acquire {
+	l := lock(name, lockstate.Write)
+	l.Value = value
+	return &lockstate.Acquire{Session: s, Locks: []lockstate.LockSpec{l}, Wait: wait}
+}
+
+// TestRestoreValuesNeedFormat7: a stream of a format before 7 whose holds
+// or locks carry a value is refused (that format cannot hold them, so the
+// stream is not what it says), and the FSM keeps its state; the same
+// records as format 7 restore.
+func TestRestoreValuesNeedFormat7(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(d *driver)
+		kind  string
+	}{
+		{"a hold", func(d *driver) { d.must(valued(d.session(), "e", "v", 0)) }, "node"},
+		{"a waiter", func(d *driver) {
+			d.must(valued(d.session(), "e", "", 0))
+			d.must(valued(d.session(), "e", "v", time.Minute))
+		}, "request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriver(t)
+			tc.build(d)
+			f := unframe(t, snapshotBytes(t, d.f.FSM))
+			if f.hdr.Format != snapshotFormatHoldValues {
+				t.Fatalf("snapshot format %d, want %d", f.hdr.Format, snapshotFormatHoldValues)
+			}
+			for _, format := range []int{snapshotFormat2, snapshotFormatSharedIDs, snapshotFormatHoldValues} {
+				head := appendSnapshotHeader(appendTag(nil, recHeader), &snapshotHeader{Format: format, Applied: f.hdr.Applied})
+				fsm := newTestFSM(t)
+				seedOther(t, fsm)
+				before := fsm.Digest()
+				err := restoreBytes(fsm.FSM, frame(t, head, f.payload, chunkSize))
+				switch {
+				case format == snapshotFormatHoldValues && err != nil:
+					t.Fatalf("format %d: %v", format, err)
+				case format == snapshotFormatHoldValues:
+					sameState(t, "restored", d.f.FSM, fsm.FSM)
+				case err == nil || !strings.Contains(err.Error(), "("+tc.kind+"): only format 7 carries it"):
+					t.Fatalf("format %d: restore error %v", format, err)
+				case fsm.Digest() != before:
+					t.Fatalf("format %d: a refused restore changed the FSM", format)
+				}
+			}
+		})
+	}
 }
 
 // TestRestoreRejectsACLRecords: the format 3 records come only in format 3,
@@ -381,19 +462,19 @@ func TestRestoreSharedRequestIDsNeedFormat6(t *testing.T) {
 		d.must(scoped(d.session(), "job", name))
 	}
 	f := unframe(t, snapshotBytes(t, d.f.FSM))
-	if f.hdr.Format != SnapshotFormat {
-		t.Fatalf("snapshot format %d, want %d", f.hdr.Format, SnapshotFormat)
+	if f.hdr.Format != snapshotFormatSharedIDs {
+		t.Fatalf("snapshot format %d, want %d", f.hdr.Format, snapshotFormatSharedIDs)
 	}
-	for _, format := range []int{snapshotFormat2, snapshotFormat5, SnapshotFormat} {
+	for _, format := range []int{snapshotFormat2, snapshotFormat5, snapshotFormatSharedIDs} {
 		head := appendSnapshotHeader(appendTag(nil, recHeader), &snapshotHeader{Format: format, Applied: f.hdr.Applied})
 		fsm := newTestFSM(t)
 		seedOther(t, fsm)
 		before := fsm.Digest()
 		err := restoreBytes(fsm.FSM, frame(t, head, f.payload, chunkSize))
 		switch {
-		case format == SnapshotFormat && err != nil:
+		case format == snapshotFormatSharedIDs && err != nil:
 			t.Fatalf("format %d: %v", format, err)
-		case format == SnapshotFormat:
+		case format == snapshotFormatSharedIDs:
 			sameState(t, "restored", d.f.FSM, fsm.FSM)
 		case err == nil || !strings.Contains(err.Error(), "share request ids"):
 			t.Fatalf("format %d: restore error %v", format, err)

@@ -289,8 +289,8 @@ func readPtr[T any](r *mpReader, p **T, dec func(*mpReader, *T) error) error {
 // msgpack's own decoder does) with elem decoding each element in place.
 // Elements take at least minSize bytes each, which bounds what it
 // allocates by the bytes actually left. It reuses *p's array when that is
-// large enough (nil, as for a new record or command, never is), for
-// callers whose consumer copies the elements out.
+// large enough (nil, as for a new record or command, never is), zeroed,
+// for callers whose consumer copies the elements out.
 func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) error {
 	c, err := r.next()
 	if err != nil {
@@ -321,6 +321,7 @@ func readList[T any](r *mpReader, p *[]T, minSize int, elem func(*T) error) erro
 		s = make([]T, n)
 	}
 	s = s[:n]
+	clear(s) // a reused element must not keep a field its new map leaves out (omitempty)
 	for i := range s {
 		if err := elem(&s[i]); err != nil {
 			return fmt.Errorf("element %d: %w", i, err)

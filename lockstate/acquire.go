@@ -15,6 +15,11 @@ type LockSpec struct {
 	Mode   Mode   `msgpack:"mode"`
 	Weight int    `msgpack:"weight,omitempty"` // permits taken on a semaphore; 0 means 1
 	Limit  int    `msgpack:"limit,omitempty"`  // semaphore size; 0 means "as it is" (1 for a new name)
+	// Value is what the hold says about its holder (a leader's address):
+	// UTF-8 text of at most MaxValueLen bytes. A new hold takes it; a
+	// reentrant grant or an upgrade replaces the hold's value only with a
+	// non-empty one. Entries carry it since fsm.FormatHoldValues.
+	Value string `msgpack:"value,omitempty"`
 }
 
 // Acquire asks for one or more locks for a session.
@@ -95,6 +100,9 @@ func (sp LockSpec) validate() *Error {
 		return invalidf("lock %q: weight %d is invalid (read takes 1; write 1..limit)", sp.Name, w)
 	case sp.Limit > 0 && w > sp.Limit:
 		return invalidf("lock %q: weight %d is over its limit %d", sp.Name, w, sp.Limit)
+	}
+	if p := valueProblem(sp.Value); p != "" {
+		return invalidf("lock %q: value %s", sp.Name, p)
 	}
 	return nil
 }
@@ -211,6 +219,18 @@ func (t *Table) admissible(c *Acquire, s *session) *Error {
 		}
 	}
 	return c.Limits.checkHolds(t, s, c.Locks)
+}
+
+// HasValues reports whether a lock of the acquire gives its hold a value:
+// such an entry needs a log format that carries values (fsm's MinFormat
+// asks), which a voter of an older build would not apply.
+func (c *Acquire) HasValues() bool {
+	for _, sp := range c.Locks {
+		if sp.Value != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // names returns the names the request asks for.

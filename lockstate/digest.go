@@ -47,4 +47,15 @@ func (d *digester) putSpec(l LockSpec) {
 	d.putUint(uint64(l.Mode))
 	d.putInt(int64(l.Weight))
 	d.putInt(int64(l.Limit))
+	d.putValue(l.Value)
+}
+
+// putValue writes a hold's or a spec's value, tagged, and nothing for no
+// value: a table without values digests exactly as before values existed,
+// so digests of old fixtures and of nodes of mixed builds still agree.
+func (d *digester) putValue(v string) {
+	if v != "" {
+		d.putTag('V')
+		d.putString(v)
+	}
 }

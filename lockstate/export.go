@@ -67,7 +67,7 @@ func (t *Table) Export(fn func(rec Record) error) error {
 			Holds: make([]HoldRecord, len(n.holds))}
 		for i, h := range n.holds {
 			rec.Holds[i] = HoldRecord{Session: h.s.id, Mode: h.mode, Weight: h.weight, Count: h.count,
-				Token: h.token, Expires: h.expires, Granted: h.granted}
+				Token: h.token, Expires: h.expires, Granted: h.granted, Value: h.value}
 		}
 		if err := fn(&rec); err != nil {
 			return err

@@ -265,6 +265,8 @@ func (h *harness) genOp(c chooser) op {
 		o.cmd = &Surrender{Session: s, Name: h.someHeld(c, s)}
 	case w < 81:
 		o.cmd = h.genCancel(c)
+	case w < 85:
+		o.cmd = h.genProclaim(c)
 	case w < 96:
 		o.cmd = &Tick{}
 		o.dt += secs(c, 8)
@@ -364,6 +366,9 @@ func (h *harness) genAcquire(c chooser) *Acquire {
 		case sp.Mode == Write && lim > 1:
 			sp.Weight = 1 + c.IntN(lim)
 		}
+		if c.IntN(3) == 0 {
+			sp.Value = pick(c, modelValues)
+		}
 		if c.IntN(100) == 0 {
 			sp = pick(c, badSpecs)
 		}
@@ -420,6 +425,31 @@ var badSpecs = []LockSpec{
 	{Name: "b", Mode: Write, Limit: MaxLimit + 1},
 	{Name: "c", Mode: Read, Weight: 2},
 	{Name: "c", Mode: Write, Weight: -1},
+	{Name: "a", Mode: Write, Value: strings.Repeat("v", MaxValueLen+1)},
+	{Name: "a", Mode: Read, Value: "\xff"},
+}
+
+// modelValues are the values holds are given: few, so that a proclaim
+// often sets the value a hold already has.
+var modelValues = []string{"", "10.0.0.1:80", "10.0.0.2:80", strings.Repeat("v", MaxValueLen)}
+
+// genProclaim is usually a proclaim by a holder on a name it holds, now
+// and then with the hold's token (or another), or with a bad value.
+func (h *harness) genProclaim(c chooser) *Proclaim {
+	s := h.someHolder(c)
+	p := &Proclaim{Session: s, Name: h.someHeld(c, s), Value: pick(c, modelValues)}
+	switch c.IntN(6) {
+	case 0:
+		if hd := h.prev.holdOf(s, p.Name); hd != nil {
+			p.Token = hd.Token
+		}
+	case 1:
+		p.Token = 1 + uint64(c.IntN(int(h.index)+1)) // usually not the hold's
+	}
+	if c.IntN(40) == 0 {
+		p.Value = pick(c, []string{strings.Repeat("v", MaxValueLen+1), "\xff"})
+	}
+	return p
 }
 
 // genRetry repeats a session's last acquire with a client request id (an
@@ -744,6 +774,9 @@ func (h *harness) compareModel(e Entry, ra Result, rm refResult, post *tabView) 
 	case !reflect.DeepEqual(ra.Request, rm.request):
 		h.fail("model", "request:\n engine %+v\n model  %+v", ra.Request, rm.request)
 		return
+	case !reflect.DeepEqual(proclaimedOf(ra, post), rm.proclaim):
+		h.fail("model", "proclaim: engine %+v, model %+v", ra.Proclaimed, rm.proclaim)
+		return
 	case !slices.Equal(ra.Released, rm.released) || ra.Kept != rm.kept:
 		h.fail("model", "release/surrender: engine released %v kept %v, model released %v kept %v",
 			ra.Released, ra.Kept, rm.released, rm.kept)
@@ -756,6 +789,21 @@ func (h *harness) compareModel(e Entry, ra Result, rm refResult, post *tabView) 
 	if !reflect.DeepEqual(got, want) {
 		h.fail("model", "state differs (- engine, + model):\n%s", diffDumps(got, want))
 	}
+}
+
+// proclaimedOf is a proclaim's result as the model predicts it: without
+// the version, which the model does not keep, and which must be the
+// name's version as the table shows it after the entry.
+func proclaimedOf(ra Result, post *tabView) *Proclamation {
+	p := ra.Proclaimed
+	if p == nil {
+		return nil
+	}
+	q := *p
+	if li := post.locks[p.Name]; li != nil && li.Version == p.Version {
+		q.Version = 0
+	}
+	return &q
 }
 
 // ---- observable state ------------------------------------------------------
@@ -987,7 +1035,8 @@ func (m *refTable) dump() dumpState {
 }
 
 func (h *refHold) view() Holder {
-	return Holder{Session: h.sess, Key: PublicID(h.sess, ""), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires}
+	return Holder{Session: h.sess, Key: PublicID(h.sess, ""), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires,
+		Value: h.value}
 }
 
 // clip returns a copy of xs, nil when empty, so that DeepEqual does not
@@ -1058,6 +1107,8 @@ func fmtCmd(c Command) string {
 		return fmt.Sprintf("surrender(s=%d %q)", c.Session, c.Name)
 	case *Cancel:
 		return fmt.Sprintf("cancel(s=%d %q)", c.Session, c.RequestID)
+	case *Proclaim:
+		return fmt.Sprintf("proclaim(s=%d %q %.12q tok=%d)", c.Session, c.Name, c.Value, c.Token)
 	case *Tick:
 		return "tick"
 	case nil:

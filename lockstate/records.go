@@ -112,6 +112,9 @@ type HoldRecord struct {
 	Token   uint64    `msgpack:"token"`
 	Expires int64     `msgpack:"expires"`
 	Granted uint64    `msgpack:"granted"`
+	// Value is the hold's value (snapshot format 7); written only when
+	// there is one.
+	Value string `msgpack:"value,omitempty"`
 }
 
 // load adds the node; its sessions must already be loaded. It copies the
@@ -145,11 +148,11 @@ func (rec *NodeRecord) load(l *Loader) error {
 	n.version, n.limit = max(rec.Version, 1), rec.Limit
 	for _, hr := range rec.Holds {
 		s := t.sessions[hr.Session]
-		if s == nil || s.holds[n] != nil || hr.Count < 1 || (hr.Mode != Read && hr.Mode != Write) {
+		if s == nil || s.holds[n] != nil || hr.Count < 1 || (hr.Mode != Read && hr.Mode != Write) || valueProblem(hr.Value) != "" {
 			return fmt.Errorf("lockstate: load: bad hold on %q by session %d", rec.Name, hr.Session)
 		}
 		h := &hold{s: s, n: n, mode: hr.Mode, weight: hr.Weight, count: hr.Count, token: hr.Token,
-			expires: hr.Expires, granted: hr.Granted}
+			expires: hr.Expires, granted: hr.Granted, value: hr.Value}
 		t.addHold(h)
 		if h.expires != 0 {
 			t.addDeadline(&deadline{at: h.expires, kind: dlHold, name: n.name, sess: s.id, h: h})
@@ -174,6 +177,7 @@ func (rec *NodeRecord) digest(d *digester) {
 		d.putUint(h.Token)
 		d.putInt(h.Expires)
 		d.putUint(h.Granted)
+		d.putValue(h.Value)
 	}
 }
 
@@ -217,6 +221,9 @@ func (rec *RequestRecord) load(l *Loader) error {
 		for _, sp := range rec.Locks {
 			if err := ValidName(sp.Name); err != nil {
 				return fmt.Errorf("lockstate: load: %w", err)
+			}
+			if p := valueProblem(sp.Value); p != "" { // a grant would give it to a hold
+				return fmt.Errorf("lockstate: load: request %q: value of %q %s", rec.ID, sp.Name, p)
 			}
 		}
 		t.enqueueAs(r, rec.Upgrade, false)

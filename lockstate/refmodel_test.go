@@ -62,6 +62,7 @@ type refHold struct {
 	count   int
 	token   uint64
 	expires int64
+	value   string
 }
 
 type refReq struct {
@@ -88,6 +89,7 @@ type refResult struct {
 	request  *RequestInfo
 	released []string
 	kept     bool
+	proclaim *Proclamation // Version left 0: the model keeps no versions
 	events   []Event
 }
 
@@ -139,6 +141,9 @@ func refValidName(name string) bool {
 	}
 	return true
 }
+
+// refValidValue: a hold's value is UTF-8 of at most MaxValueLen bytes.
+func refValidValue(v string) bool { return len(v) <= MaxValueLen && utf8.ValidString(v) }
 
 // ---- queries -------------------------------------------------------------
 
@@ -302,7 +307,7 @@ func (m *refTable) grant(r *refReq, chosen []int) {
 		isNew := h == nil
 		switch {
 		case isNew:
-			h = &refHold{sess: r.sess, name: sp.Name, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: m.index}
+			h = &refHold{sess: r.sess, name: sp.Name, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: m.index, value: sp.Value}
 			m.holds = append(m.holds, h)
 			m.suspectNewEdges(r, sp.Name)
 		case sp.Mode > h.mode || sp.Weight > h.weight:
@@ -313,6 +318,9 @@ func (m *refTable) grant(r *refReq, chosen []int) {
 			m.suspectNewEdges(r, sp.Name)
 		default:
 			h.count++
+		}
+		if !isNew && sp.Value != "" {
+			h.value = sp.Value
 		}
 		switch {
 		case r.holdTTL == 0:
@@ -701,7 +709,7 @@ func (m *refTable) surrender(h *refHold) *refReq {
 	m.seq++
 	r := &refReq{
 		id: fmt.Sprintf("~surrender-%d", m.seq), sess: h.sess, seq: m.seq,
-		specs: []LockSpec{{Name: h.name, Mode: h.mode, Weight: h.weight, Limit: m.limits[h.name]}},
+		specs: []LockSpec{{Name: h.name, Mode: h.mode, Weight: h.weight, Limit: m.limits[h.name], Value: h.value}},
 		need:  1, restore: h.count, status: Pending, created: m.index,
 	}
 	m.reqs[r.key()] = r
@@ -750,6 +758,8 @@ func (m *refTable) applyCmd(cmd Command) refResult {
 		res = m.surrenderCmd(c)
 	case *Cancel:
 		res = m.cancel(c)
+	case *Proclaim:
+		res = m.proclaim(c)
 	}
 	return res
 }
@@ -841,6 +851,8 @@ func refValidContent(cmd Command) bool {
 		return c.Session != 0 && refValidName(c.Name)
 	case *Cancel:
 		return c.RequestID != "" && len(c.RequestID) <= MaxRequestIDLen
+	case *Proclaim:
+		return c.Session != 0 && refValidName(c.Name) && refValidValue(c.Value)
 	case *Tick:
 		return true
 	}
@@ -863,7 +875,7 @@ func refValidAcquire(c *Acquire) bool {
 		}
 		if seen[sp.Name] || !refValidName(sp.Name) || (sp.Mode != Read && sp.Mode != Write) ||
 			sp.Limit < 0 || sp.Limit > MaxLimit || sp.Weight < 1 || (sp.Mode == Read && sp.Weight != 1) ||
-			(sp.Limit > 0 && sp.Weight > sp.Limit) {
+			(sp.Limit > 0 && sp.Weight > sp.Limit) || !refValidValue(sp.Value) {
 			return false
 		}
 		seen[sp.Name] = true
@@ -1023,6 +1035,23 @@ func (m *refTable) surrenderCmd(c *Surrender) refResult {
 	return refResult{}
 }
 
+// proclaim sets the value of a hold the session has now (with the token
+// it names, if it names one); the same value again changes nothing.
+func (m *refTable) proclaim(c *Proclaim) refResult {
+	if m.sessions[c.Session] == nil {
+		return refResult{err: CodeNoSession}
+	}
+	h := m.holdOf(c.Session, c.Name)
+	if h == nil || (c.Token != 0 && h.token != c.Token) {
+		return refResult{err: CodeNotHeld}
+	}
+	if h.value != c.Value {
+		h.value = c.Value
+		m.emit(EvProclaimed, h.sess, "", h.name, h.token)
+	}
+	return refResult{proclaim: &Proclamation{Name: h.name, Token: h.token, Value: h.value}}
+}
+
 func (m *refTable) cancel(c *Cancel) refResult {
 	var found []*refReq
 	for k, r := range m.reqs {
@@ -1091,7 +1120,7 @@ func refFromTable(t *Table) *refTable {
 			}
 			for _, h := range r.Holds {
 				m.holds = append(m.holds, &refHold{sess: h.Session, name: r.Name, mode: h.Mode, weight: h.Weight,
-					count: h.Count, token: h.Token, expires: h.Expires})
+					count: h.Count, token: h.Token, expires: h.Expires, value: h.Value})
 			}
 		case *RequestRecord:
 			q := &refReq{id: r.ID, sess: r.Session, seq: r.Seq, specs: slices.Clone(r.Locks), need: r.Need,

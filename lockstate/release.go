@@ -160,13 +160,13 @@ func (t *Table) blocksSomeone(h *hold) bool {
 
 // surrender gives up h entirely and queues its session again, behind every
 // current waiter, for the same mode and weight; the regrant restores the
-// hold count.
+// hold count and the hold's value.
 func (t *Table) surrender(h *hold) {
 	s, n := h.s, h.n
 	t.seq++
 	r := &request{
 		id: fmt.Sprintf("~surrender-%d", t.seq), s: s, seq: t.seq,
-		specs:   []LockSpec{{Name: n.name, Mode: h.mode, Weight: h.weight, Limit: n.limit}},
+		specs:   []LockSpec{{Name: n.name, Mode: h.mode, Weight: h.weight, Limit: n.limit, Value: h.value}},
 		require: quorum.All, need: 1, restore: h.count, status: Pending, created: t.index,
 	}
 	t.requests.add(r)

@@ -148,6 +148,7 @@ type hold struct {
 	token   uint64
 	expires int64  // hold_ttl end on the table clock; 0 = never
 	granted uint64 // index of the grant that set token
+	value   string // what the holder says about itself (LockSpec.Value, Proclaim)
 }
 
 type session struct {
@@ -440,7 +441,8 @@ func (t *Table) grant(r *request, chosen []int) {
 		h := s.holds[n]
 		isNew := h == nil
 		if isNew {
-			h = &hold{s: s, n: n, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: t.index, granted: t.index}
+			h = &hold{s: s, n: n, mode: sp.Mode, weight: sp.Weight, count: max(r.restore, 1), token: t.index, granted: t.index,
+				value: sp.Value}
 			t.addHold(h)
 		} else if sp.Mode > h.mode || sp.Weight > h.weight {
 			t.upgradeHold(h, sp.Mode, sp.Weight)
@@ -448,6 +450,9 @@ func (t *Table) grant(r *request, chosen []int) {
 			h.token, h.granted = t.index, t.index
 		} else {
 			h.count++
+		}
+		if !isNew && sp.Value != "" { // a reentrant grant or an upgrade keeps the value it does not replace
+			h.value = sp.Value
 		}
 		// The hold lasts as long as its longest-lived grant: a grant without
 		// hold_ttl keeps it until released.

@@ -86,6 +86,7 @@ const (
 	RevocationsKept  = 16  // revoked holds remembered per session, to tell its client
 	MinKeyLen        = 20  // a session key: at least 120 bits in base64url (the leader draws 128)
 	MaxKeyLen        = 64
+	MaxValueLen      = 4096 // a hold's value (LockSpec.Value, Proclaim.Value): UTF-8 text of at most this many bytes
 )
 
 // Entry is one committed log entry as the table sees it. Apply takes
@@ -182,7 +183,9 @@ type Result struct {
 	Released []string     `msgpack:"released,omitempty"` // Release
 	Revoked  []Revocation `msgpack:"revoked,omitempty"`  // Revoke
 	Kept     bool         `msgpack:"kept,omitempty"`     // Surrender: nobody waited
-	Events   []Event      `msgpack:"events,omitempty"`
+	// Proclaimed is the hold a Proclaim left (proclaim.go).
+	Proclaimed *Proclamation `msgpack:"proclaimed,omitempty"`
+	Events     []Event       `msgpack:"events,omitempty"`
 }
 
 // EventKind says what happened to a request, hold or session.
@@ -200,11 +203,12 @@ const (
 	EvSessionCreated
 	EvSessionClosed
 	EvSessionExpired
-	EvRevoked // a hold was revoked by an operator (Revoke)
+	EvRevoked    // a hold was revoked by an operator (Revoke)
+	EvProclaimed // a hold's value was replaced by its session (Proclaim); its token stays
 )
 
 var eventNames = [...]string{"", "granted", "released", "expired", "surrendered", "deadlock",
-	"cancelled", "timeout", "session_created", "session_closed", "session_expired", "revoked"}
+	"cancelled", "timeout", "session_created", "session_closed", "session_expired", "revoked", "proclaimed"}
 
 // String returns the event kind's name.
 func (k EventKind) String() string {

@@ -1,6 +1,7 @@
 package lockstate
 
 import (
+	"fmt"
 	"time"
 	"unicode/utf8"
 )
@@ -48,4 +49,18 @@ func validRequestID(id string) *Error {
 		}
 	}
 	return nil
+}
+
+// valueProblem says what is wrong with a hold's value (LockSpec.Value,
+// Proclaim.Value), "" when nothing: it must be UTF-8 text of at most
+// MaxValueLen bytes ("" is no value). Callers name the field; nothing is
+// formatted for a good value, which every acquire checks on apply.
+func valueProblem(v string) string {
+	switch {
+	case len(v) > MaxValueLen:
+		return fmt.Sprintf("is %d bytes, over %d", len(v), MaxValueLen)
+	case !utf8.ValidString(v):
+		return "is not valid UTF-8"
+	}
+	return ""
 }

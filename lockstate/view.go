@@ -17,6 +17,7 @@ type Holder struct {
 	Token   uint64    `json:"token" msgpack:"token"`                         // the index of the entry that granted it
 	Expires int64     `json:"expires,omitempty" msgpack:"expires,omitempty"` // hold_ttl end on the table clock
 	Owner   string    `json:"owner,omitempty" msgpack:"owner,omitempty"`     // the session's token id ("" without ACLs)
+	Value   string    `json:"value" msgpack:"value,omitempty"`               // what the holder says about itself (LockSpec.Value, Proclaim)
 }
 
 // Waiter is one queued constituent as seen from outside.
@@ -78,7 +79,27 @@ func (n *node) info() LockInfo {
 
 func (h *hold) view() Holder {
 	return Holder{Session: h.s.id, Key: h.s.publicKey(), Mode: h.mode, Weight: h.weight, Count: h.count, Token: h.token, Expires: h.expires,
-		Owner: h.s.owner}
+		Owner: h.s.owner, Value: h.value}
+}
+
+// Leader returns the name's leader, the holder an election names (docs/api.md,
+// "Leader election"): of its holders, the one with the smallest fencing
+// token, which is the longest-standing grant among them. A name held
+// exclusively has one holder, its leader; a name held shared (read, or
+// a semaphore's permits) names the holder granted first. An upgrade
+// takes a new token, and so may pass the leadership to an older holder.
+// false when nobody holds the name.
+func (li *LockInfo) Leader() (Holder, bool) {
+	var leader *Holder
+	for i := range li.Holders {
+		if h := &li.Holders[i]; leader == nil || h.Token < leader.Token {
+			leader = h
+		}
+	}
+	if leader == nil {
+		return Holder{}, false
+	}
+	return *leader, true
 }
 
 // Lock returns one name's state; false if nobody holds, waits for or

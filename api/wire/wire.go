@@ -154,6 +154,7 @@ type HeldLock struct {
 	Token   uint64    `json:"token"`
 	Expires time.Time `json:"expires,omitzero"` // hold_ttl end, on the leader's clock
 	Since   time.Time `json:"since,omitzero"`   // when it was granted (see Holder)
+	Value   string    `json:"value"`            // the hold's value ("" for none)
 }
 
 // KeepAliveResponse answers POST /v1/sessions/{id}/keepalive.
@@ -170,16 +171,17 @@ type CloseSessionResponse struct {
 	Cancelled []string       `json:"cancelled"` // request ids
 }
 
-// LockSpec is one lock named in an acquire. The value a leader
-// proclaims (API.md v1.2: "value", at most 4 KiB) goes here, as Value
-// string `json:"value,omitempty"`, once the server takes it: the Go
-// client's Acquire passes LockSpecs as they are, so it needs no other
-// change.
+// LockSpec is one lock named in an acquire.
 type LockSpec struct {
 	Name   string `json:"name"`
 	Mode   Mode   `json:"mode,omitempty"`
 	Weight int    `json:"weight,omitempty"` // write permits on a semaphore; absent means 1
 	Limit  int    `json:"limit,omitempty"`  // semaphore size; absent means "as it is" (1 for a new name)
+	// Value is what the hold says about its holder, such as a leader's
+	// address (UTF-8 text, at most 4 KiB: the server's rule). A new hold
+	// takes it; a reentrant acquire or an upgrade keeps the hold's value
+	// unless it gives one.
+	Value string `json:"value,omitempty"`
 }
 
 // AcquireRequest is the body of POST /v1/acquire.
@@ -270,6 +272,44 @@ type Holder struct {
 	Token   uint64    `json:"token"`
 	Expires time.Time `json:"expires,omitzero"`
 	Since   time.Time `json:"since,omitzero"` // when it was granted (Since)
+	// Value is the hold's value ("" for none), shown to every token that
+	// may read the name, also where Session is not.
+	Value string `json:"value"`
+}
+
+// ProclaimRequest is the body of POST /v1/proclaim: the session's hold on
+// Name takes Value. With Token, only a hold with that fencing token does.
+type ProclaimRequest struct {
+	Session SessionID `json:"session"`
+	Name    string    `json:"name"`
+	Value   string    `json:"value"`
+	Token   uint64    `json:"token,omitempty"`
+}
+
+// ProclaimResponse answers POST /v1/proclaim: the hold now (its token
+// unchanged) and the name's version.
+type ProclaimResponse struct {
+	Name    string `json:"name"`
+	Token   uint64 `json:"token"`
+	Value   string `json:"value"`
+	Version uint64 `json:"version"`
+}
+
+// Election is one name as an election (GET /v1/elections/{name}).
+type Election struct {
+	Name    string          `json:"name"`
+	Version uint64          `json:"version"` // as the lock's; X-Lock-Index carries it too
+	Leader  *ElectionLeader `json:"leader"`  // null: nobody holds the name
+	// Candidates is how many requests queue on the name.
+	Candidates int `json:"candidates"`
+}
+
+// ElectionLeader is a name's leader: of its holders, the one with the
+// smallest fencing token (the only one of a lock held exclusively).
+type ElectionLeader struct {
+	Value string    `json:"value"`
+	Token uint64    `json:"token"`
+	Since time.Time `json:"since,omitzero"` // when its hold was granted (Since)
 }
 
 // Waiter is one queued request on a lock, in arrival order.

@@ -26,6 +26,19 @@ func TestEncodings(t *testing.T) {
 			`{"error":{"code":"no_leader","message":"m","not_applied":true}}`},
 		{"quorum lost", ErrorBody{Error: ErrorDetail{Code: "no_leader", Message: "m", NotApplied: true, QuorumLost: true}},
 			`{"error":{"code":"no_leader","message":"m","not_applied":true,"quorum_lost":true}}`},
+		// Leader election (v1.2).
+		{"a lock with a value", AcquireRequest{Session: "k1", Locks: []LockSpec{{Name: "svc/a", Value: "10.0.0.7:8080"}}},
+			`{"session":"k1","locks":[{"name":"svc/a","value":"10.0.0.7:8080"}]}`},
+		{"a holder without a value", Holder{Session: "", Mode: Write, Weight: 1, Count: 1, Token: 7},
+			`{"session":"","mode":"write","weight":1,"count":1,"token":7,"value":""}`},
+		{"a proclaim", ProclaimRequest{Session: "k1", Name: "svc/a", Value: ""}, `{"session":"k1","name":"svc/a","value":""}`},
+		{"a proclaimed hold", ProclaimResponse{Name: "svc/a", Token: 7, Value: "v", Version: 9},
+			`{"name":"svc/a","token":7,"value":"v","version":9}`},
+		{"an election without a leader", Election{Name: "svc/a", Version: 3},
+			`{"name":"svc/a","version":3,"leader":null,"candidates":0}`},
+		{"an election", Election{Name: "svc/a", Version: 9, Candidates: 2,
+			Leader: &ElectionLeader{Value: "v", Token: 7, Since: time.Date(2026, 11, 28, 9, 14, 3, 0, time.UTC)}},
+			`{"name":"svc/a","version":9,"leader":{"value":"v","token":7,"since":"2026-11-28T09:14:03Z"},"candidates":2}`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil || string(b) != tc.want {
