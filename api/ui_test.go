@@ -83,6 +83,7 @@ func TestUIInChromium(t *testing.T) {
 	// s3 waits for db/users: the graph is s3 → s2 → s1.
 	s1, s2, s3, s4 := n.session(map[string]any{"ttl": "60s", "name": "backup-job"}), n.session(nil), n.session(nil), n.session(nil)
 	n.mustGrant(s1, "jobs/backup", "write")
+	n.must(http.StatusOK, "POST", "/v1/proclaim", map[string]any{"session": s1, "name": "jobs/backup", "value": "10.0.0.7:8080"}, nil)
 	n.mustGrant(s2, "db/users", "write")
 	n.mustGrant(s3, "reports/daily", "read")
 	n.mustGrant(s4, "reports/daily", "read")
@@ -129,6 +130,7 @@ func TestUIInChromium(t *testing.T) {
 		`data-lock="jobs/backup"`,     // the held lock
 		`>` + s1 + `<`,                // its holder (its full id)
 		"ui-waiter-1",                 // a waiter's request id
+		`>= 10.0.0.7:8080<`,           // the holder's value
 		`data-session="` + s3 + `"`,   // the wait-for graph
 		`<span class="badge leader">`, // raft state
 		`id="live" class="live ok"`,   // the poll succeeded

@@ -358,13 +358,17 @@
     return el("span", { class: "chip " + cls }, ...parts);
   }
 
+  // holdValue shows what a holder says about itself (a leader's address,
+  // docs/api.md "Leader election"), cut short in the chip, whole on hover.
+  const holdValue = (h) => h.value ? el("span", { class: "val", title: "value: " + h.value }, "= " + h.value) : null;
+
   function renderLocks(locks, prefix, truncated, now) {
     $("locks-count").textContent = (truncated ? "first " : "") + locks.length + (prefix ? " under " + JSON.stringify(prefix) : "");
     const rows = locks.map((l) => {
       const holders = (l.holders || []).map((h) => chip("holder", [
         sessNodes(h.session), el("span", { class: "k" }, h.mode),
         el("span", {}, h.weight + "×" + h.count), el("span", { class: "tok", title: "fencing token" }, "#" + h.token),
-        age("held for", holdKey(l, h), now, h.since)]));
+        holdValue(h), age("held for", holdKey(l, h), now, h.since)]));
       const waiters = (l.waiters || []).map((w) => chip("waiter", [
         sessNodes(w.session), el("span", { class: "k" }, w.mode),
         el("span", {}, "w" + w.weight), el("span", { class: "k", title: "request id" }, w.request_id),
@@ -986,7 +990,8 @@
       el("p", { class: "meta" }, "ttl " + fmtGoDur(s.ttl) + " · on_deadlock " + s.on_deadlock + " · lock_delay " + fmtGoDur(s.lock_delay) + (s.ordered ? " · ordered" : "")),
       ...detailList("Held", (s.held || []).map((h) => el("li", { "data-held": h.name },
         el("span", { class: "name" }, h.name), " ", h.mode, " ", h.weight + "×" + h.count, " ",
-        el("span", { class: "tok", title: "fencing token" }, "#" + h.token), h.expires ? [" until ", timeEl(Date.parse(h.expires))] : "")), "Holds nothing."),
+        el("span", { class: "tok", title: "fencing token" }, "#" + h.token), h.value ? [" ", holdValue(h)] : "",
+        h.expires ? [" until ", timeEl(Date.parse(h.expires))] : "")), "Holds nothing."),
       ...detailList("Pending requests", (s.pending || []).map((p) => el("li", { class: "mono", "data-pending": p }, p)), "Waits for nothing."),
       ...detailList("Revoked holds", (s.revoked || []).map((v) => el("li", { "data-revoked": v.name },
         el("span", { class: "name" }, v.name), " ", el("span", { class: "tok" }, "#" + v.token), " at index " + v.index)), "None revoked."));
