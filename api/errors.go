@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/lockd/lockd/api/wire"
@@ -113,9 +112,17 @@ func toError(err error, view func() leaderless) *Error {
 			"did not reach this node; do not repeat it; read the state (GET /v1/sessions/{id}, GET /v1/locks) to see its effect")
 	case errors.Is(err, lockservice.ErrUnknownOutcome):
 		// Not every write is safe to repeat: say which are.
-		return noLeader("the outcome of the write is unknown (leadership changed): it may have been applied. " +
+		const unknown = "it may have been applied. " +
 			"An acquire or cancel may be repeated with the same request_id (or re-attach with GET /v1/requests/{id}), a proclaim as it is; " +
-			"check GET /v1/sessions/{id} before repeating a release or surrender")
+			"check GET /v1/sessions/{id} before repeating a release or surrender"
+		if v := view(); v.quorumLost {
+			// Cut short when the quorum was lost (the leader stopped
+			// answering while the write was in flight): say so.
+			e := noLeader("%s; the outcome of the write is unknown: %s", v.why, unknown)
+			e.QuorumLost = true
+			return e
+		}
+		return noLeader("the outcome of the write is unknown (leadership changed): %s", unknown)
 	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):
 		// nothing was done.
@@ -135,35 +142,21 @@ func toError(err error, view func() leaderless) *Error {
 }
 
 // noLeaderView says why this node has no leader to offer: how many voters
-// of the raft configuration it reaches (gossip: alive; itself included),
-// and the majority a leader needs. The quorum counts as lost only when
-// gossip has seen enough voters go: one it has not seen ("unknown", or
-// every voter without gossip) may be up.
+// of the raft configuration it reaches (itself included) and the majority
+// a leader needs, and whether its quorum is lost, as raftnode judges them
+// (Node.Quorum): from raft's own contact with each voter, not gossip
+// alone.
 func (s *Server) noLeaderView() leaderless {
-	var voters, unseen int
-	var up []string
-	for _, m := range s.members() {
-		if !m.Voter {
-			continue
-		}
-		voters++
-		switch m.Status {
-		case "alive":
-			up = append(up, m.ID)
-		case "unknown":
-			unseen++
-		}
-	}
-	slices.Sort(up)
-	switch majority := voters/2 + 1; {
-	case voters == 0:
+	q := s.node.Quorum()
+	switch reachable := strings.Join(q.Reachable, ", "); {
+	case q.Voters == 0:
 		return leaderless{why: "no leader: this node is in no cluster yet (it waits for --bootstrap-expect nodes, or to be added by a leader)"}
-	case len(up) < majority:
+	case q.Lost:
 		return leaderless{why: fmt.Sprintf("no leader: %d of %d voters reachable (%s); a majority of %d is needed",
-			len(up), voters, strings.Join(up, ", "), majority), quorumLost: len(up)+unseen < majority}
+			len(q.Reachable), q.Voters, reachable, q.Needed), quorumLost: true}
 	default:
 		return leaderless{why: fmt.Sprintf("no leader yet: %d of %d voters reachable (%s), electing one",
-			len(up), voters, strings.Join(up, ", "))}
+			len(q.Reachable), q.Voters, reachable)}
 	}
 }
 

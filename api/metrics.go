@@ -127,6 +127,10 @@ var (
 		"Comparisons of this follower's table digest with the leader's at the same applied index.", nil, nil)
 	descDigestMismatches = prometheus.NewDesc("lockd_digest_mismatches_total",
 		"Digest comparisons that differed: this node's state diverged.", nil, nil)
+	descQuorumLost = prometheus.NewDesc("lockd_quorum_lost",
+		"1 when this node reaches fewer voters than a majority, as its raft sees them (GET /v1/status quorum_lost).", nil, nil)
+	descVotersReachable = prometheus.NewDesc("lockd_voters_reachable",
+		"Voters this node reaches, itself included (GET /v1/status quorum.reachable).", nil, nil)
 )
 
 var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
@@ -134,7 +138,8 @@ var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descCommitIndex,
-		descAppliedIndex, descSessions, descLocks, descHeld, descWaiters, descRequests, descDigestChecks, descDigestMismatches} {
+		descAppliedIndex, descSessions, descLocks, descHeld, descWaiters, descRequests, descDigestChecks, descDigestMismatches,
+		descQuorumLost, descVotersReachable} {
 		ch <- d
 	}
 }
@@ -159,6 +164,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	dc := c.s.node.DigestChecks()
 	ch <- prometheus.MustNewConstMetric(descDigestChecks, prometheus.CounterValue, float64(dc.Compared))
 	ch <- prometheus.MustNewConstMetric(descDigestMismatches, prometheus.CounterValue, float64(dc.Mismatches))
+	q := c.s.node.Quorum()
+	ch <- gauge(descQuorumLost, b2f(q.Lost))
+	ch <- gauge(descVotersReachable, float64(len(q.Reachable)))
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {

@@ -25,6 +25,12 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	dc := s.node.DigestChecks()
 	out.DigestChecks = wire.DigestChecks{Compared: dc.Compared, Mismatches: dc.Mismatches, LastMismatchIndex: dc.LastMismatchIndex}
 	out.Diverged = s.node.Diverged()
+	q := s.node.Quorum()
+	out.QuorumLost = q.Lost
+	out.Quorum = wire.Quorum{Voters: q.Voters, Reachable: q.Reachable, Needed: q.Needed}
+	if out.Quorum.Reachable == nil {
+		out.Quorum.Reachable = []string{}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

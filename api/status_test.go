@@ -25,6 +25,9 @@ func TestStatusAndMetrics(t *testing.T) {
 		st.Members[0].HTTPAddr != addr || st.Members[0].Status != "alive" {
 		t.Fatalf("members = %+v", st.Members)
 	}
+	if q := st.Quorum; st.QuorumLost || q.Voters != 1 || q.Needed != 1 || len(q.Reachable) != 1 || q.Reachable[0] != "n1" {
+		t.Fatalf("quorum_lost %v, quorum %+v; want n1 alone, of one voter", st.QuorumLost, q)
+	}
 
 	// A node without cluster membership cannot leave.
 	n.mustErr(http.StatusBadRequest, "invalid_request", "POST", "/v1/agent/leave", nil)
@@ -39,6 +42,8 @@ func TestStatusAndMetrics(t *testing.T) {
 		`lockd_sessions 1`,
 		`lockd_held_locks 1`,
 		`lockd_waiters 0`,
+		`lockd_quorum_lost 0`,
+		`lockd_voters_reachable 1`,
 		`lockd_http_request_duration_seconds_bucket{code="201",route="POST /v1/sessions",le=`,
 		`lockd_http_request_duration_seconds_count{code="200",route="POST /v1/acquire"} 1`,
 		`go_goroutines `,

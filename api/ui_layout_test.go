@@ -426,25 +426,30 @@ func rewrite[T any](t *testing.T, h http.Handler, path string, edit func(*T)) ht
 
 // TestUIClusterStrip: each member's colour says its state (its raft
 // role, or down or suspect as this node's gossip sees it), every colour
-// has its legend entry, and the header counts the voters up against the
-// majority a leader needs. The test's front server gives the node's
-// status six members: five voters and a non-voter.
+// has its legend entry, and the header shows the node's own judgement of
+// its quorum (the status's quorum and quorum_lost: the voters its raft
+// reaches against the majority a leader needs), not a count of its own
+// from gossip. The test's front server gives the node's status six
+// members, five voters and a non-voter, and the quorum the node judged.
 func TestUIClusterStrip(t *testing.T) {
 	chromium := needChromium(t)
 	f := newOpsFixture(t)
 	for _, c := range []struct {
-		name     string
-		leader   bool
-		statuses []string // n2..n5
-		kinds    map[string]string
-		quorum   string
+		name      string
+		leader    bool
+		statuses  []string // n2..n5
+		reachable []string // as the node's raft sees them
+		kinds     map[string]string
+		quorum    string
 	}{
-		{"with a leader", true, []string{"alive", "alive", "suspect", "dead"},
+		{"with a leader", true, []string{"alive", "alive", "suspect", "dead"}, []string{"n1", "n2", "n3", "n4"},
 			map[string]string{"n1": "leader", "n2": "follower", "n3": "follower", "n4": "suspect", "n5": "down", "n6": "non-voter"},
-			"3/5 voters up"},
-		{"quorum lost", false, []string{"dead", "unknown", "suspect", "left"},
-			map[string]string{"n1": "follower", "n2": "down", "n3": "unknown", "n4": "suspect", "n5": "down", "n6": "non-voter"},
-			"1/5 voters up, 1 unseen — quorum lost"},
+			"4/5 voters reachable"},
+		// Gossip still sees n3 alive and n4 unknown: raft's verdict is
+		// what the header shows.
+		{"quorum lost", false, []string{"dead", "alive", "unknown", "left"}, []string{"n1"},
+			map[string]string{"n1": "follower", "n2": "down", "n3": "unknown", "n4": "unknown", "n5": "down", "n6": "non-voter"},
+			"1/5 voters reachable — quorum lost"},
 	} {
 		front := layoutFront(t, rewrite(t, f.n.srv, "/v1/status", func(st *wire.StatusResponse) {
 			st.Members = st.Members[:1]
@@ -453,6 +458,8 @@ func TestUIClusterStrip(t *testing.T) {
 					HTTPAddr: fmt.Sprintf("10.0.0.%d:7001", i+2)})
 			}
 			st.Members = append(st.Members, wire.Member{ID: "n6", Status: "alive"})
+			st.Quorum = wire.Quorum{Voters: 5, Reachable: c.reachable, Needed: 3}
+			st.QuorumLost = !c.leader
 			if !c.leader {
 				st.State, st.Leader = "follower", wire.Leader{}
 			}

@@ -341,6 +341,16 @@ func (c *Cluster) JoinPeer(id string) bool {
 	return m != nil && m.status == StatusAlive && m.meta.State
 }
 
+// Gone reports whether gossip has seen id fail or leave: how the quorum
+// judges a voter raft has had no recent contact with
+// (raftnode.Node.SetGossipGone). A node gossip has not seen is not gone.
+func (c *Cluster) Gone(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[id]
+	return m != nil && m.status != StatusAlive
+}
+
 // Bootstrapped reports whether this node bootstrapped the raft cluster.
 func (c *Cluster) Bootstrapped() bool { return c.bootstrapped.Load() }
 

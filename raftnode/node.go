@@ -145,6 +145,14 @@ type Node struct {
 	leaderless leaderlessClock
 	observer   *raft.Observer
 
+	// contacts is raft's contact with each peer, from which the quorum is
+	// judged (contact.go); contactObs carries the observations it needs
+	// (vote requests received, leaders named, peers removed).
+	contacts        *contacts
+	contactObs      chan raft.Observation
+	contactObserver *raft.Observer
+	gone            atomic.Pointer[func(string) bool] // SetGossipGone
+
 	client  *http.Client // forwarded proposals; shared, keep-alive
 	control *http.Client // the other calls to peers (clientFor)
 	// awaits is AwaitOnLeader's own client, so that waits held open on the
@@ -191,6 +199,7 @@ func Open(cfg Config) (*Node, error) {
 		timing:       newTiming(cfg.Timing),
 		notifyCh:     make(chan bool, 64),
 		observations: make(chan raft.Observation, 16),
+		contactObs:   make(chan raft.Observation, 64),
 		stopDuties:   make(chan chan (<-chan struct{})),
 		shutdownCh:   make(chan struct{}),
 	}
@@ -201,6 +210,9 @@ func Open(cfg Config) (*Node, error) {
 		n.now = time.Now
 	}
 	n.clock = newTableClock(cfg, n.now)
+	// Raft's contact is timed by the clock raft reads, not by Config.Now,
+	// which tests move.
+	n.contacts = newContacts(time.Now, n.timing)
 	n.fsm = fsm.New(fsm.Config{Logger: n.logger.Named("fsm")})
 	n.client, n.control = n.newForwardClient(forwardConns), n.newForwardClient(controlConns)
 	n.awaits, n.awaitSlots = n.newForwardClient(awaitConns), make(chan struct{}, awaitConns)
@@ -216,7 +228,7 @@ func Open(cfg Config) (*Node, error) {
 	if flaw := cfg.flaws.machine; flaw != nil {
 		machine = flaw(clockedFSM{n.fsm, n.clock})
 	}
-	r, err := raft.NewRaft(n.raftConfig(), machine, n.logs, n.bolt, n.snaps, pipelineTransport{n.trans})
+	r, err := raft.NewRaft(n.raftConfig(), machine, n.logs, n.bolt, n.snaps, newContactTransport(n.trans, n.contacts))
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
@@ -229,10 +241,13 @@ func Open(cfg Config) (*Node, error) {
 		return ok
 	})
 	r.RegisterObserver(n.observer)
+	n.contactObserver = raft.NewObserver(n.contactObs, false, contactObservation)
+	r.RegisterObserver(n.contactObserver)
 
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.monitorLeadership()
 	go n.watchLeader()
+	go n.watchQuorum()
 	go n.checkDigests()
 	return n, nil
 }
@@ -381,6 +396,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	n.raft.DeregisterObserver(n.observer)
+	n.raft.DeregisterObserver(n.contactObserver)
 	close(n.shutdownCh)
 	n.changes.Notify()
 	n.wg.Wait()

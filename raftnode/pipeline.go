@@ -21,7 +21,12 @@ import (
 // returns (raft.ErrPipelineShutdown, or a write error on the closed
 // connection) and raft falls back to plain AppendEntries, which retries
 // and catches the follower up.
-type pipelineTransport struct{ *raft.NetworkTransport }
+type pipelineTransport struct {
+	*raft.NetworkTransport
+	// answered, if set, is told of every response a pipeline relays
+	// (contacts records them).
+	answered func(raft.ServerID, raft.AppendFuture)
+}
 
 // AppendEntriesPipeline returns the transport's pipeline to target,
 // mended.
@@ -30,7 +35,11 @@ func (t pipelineTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 	if err != nil {
 		return nil, err
 	}
-	return newClosingPipeline(p), nil
+	var answered func(raft.AppendFuture)
+	if t.answered != nil {
+		answered = func(f raft.AppendFuture) { t.answered(id, f) }
+	}
+	return newClosingPipeline(p, answered), nil
 }
 
 // closingPipeline relays an AppendPipeline's responses and closes it at
@@ -40,11 +49,12 @@ type closingPipeline struct {
 	responses chan raft.AppendFuture
 	closed    chan struct{}
 	closeOnce sync.Once
+	answered  func(raft.AppendFuture) // nil, or told of each response
 }
 
-func newClosingPipeline(p raft.AppendPipeline) *closingPipeline {
+func newClosingPipeline(p raft.AppendPipeline, answered func(raft.AppendFuture)) *closingPipeline {
 	c := &closingPipeline{AppendPipeline: p,
-		responses: make(chan raft.AppendFuture), closed: make(chan struct{})}
+		responses: make(chan raft.AppendFuture), closed: make(chan struct{}), answered: answered}
 	go c.relay()
 	return c
 }
@@ -54,6 +64,9 @@ func (c *closingPipeline) relay() {
 	for {
 		select {
 		case f := <-inner:
+			if c.answered != nil {
+				c.answered(f)
+			}
 			if endsDecode(f) {
 				_ = c.AppendPipeline.Close() // before handing f on: the sender may be blocked already
 			}

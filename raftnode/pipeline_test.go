@@ -41,7 +41,7 @@ func TestPipelineClosedAtAFailedResponse(t *testing.T) {
 		}
 	}()
 	leader := newTCPTransport(t)
-	p, err := pipelineTransport{leader}.AppendEntriesPipeline("f", follower.LocalAddr())
+	p, err := pipelineTransport{NetworkTransport: leader}.AppendEntriesPipeline("f", follower.LocalAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

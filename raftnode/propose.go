@@ -76,7 +76,10 @@ func (t timing) leaderWaitNow(leaderless time.Duration) time.Duration {
 // known, the one asked says it is not the leader, or it cannot be reached,
 // it retries with backoff within ctx and timing.leaderWait, then gives up
 // with ErrNoLeader. Other errors, above all ErrUnknownOutcome, return at
-// once: only the caller can retry those idempotently.
+// once: only the caller can retry those idempotently. Once this node
+// judges its quorum lost (contacts) it gives up at once, wrapping
+// ErrQuorumLost too: no leader can be elected on its side, and a call
+// forwarded to a leader that stopped answering is cut short then.
 func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
 	// The give-up is a timer, not a reading of the node's clock: it bounds
 	// how long the caller waits, which a moved clock must not change.
@@ -88,6 +91,11 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 			return fmt.Errorf("%w: node is shut down", ErrNoLeader)
 		}
 		changed := n.changes.Wait() // before looking, so no change is missed
+		// Judged again when the last verdict was lost: it may have ended
+		// since the last tick.
+		if n.contacts.isLost() && n.Quorum().Lost {
+			return fmt.Errorf("%w: %w", ErrNoLeader, ErrQuorumLost)
+		}
 		err := n.callLeaderOnce(ctx, local, remote)
 		if err == nil || !retryable(err) {
 			return err
@@ -123,7 +131,15 @@ func (n *Node) callLeaderOnce(ctx context.Context, local func(context.Context) e
 		// We just stepped down (or are about to lead): ask again.
 		return fmt.Errorf("%w: leadership changing", errRetry)
 	}
-	return remote(ctx, string(addr)) // the leader's node port
+	// A leader that stops answering (frozen, cut off) would hold the call
+	// until its deadline: it ends when the quorum is judged lost.
+	ctx, release := n.contacts.untilLost(ctx)
+	defer release()
+	err := remote(ctx, string(addr)) // the leader's node port
+	if err != nil && !errors.Is(err, ErrQuorumLost) && errors.Is(context.Cause(ctx), ErrQuorumLost) {
+		err = fmt.Errorf("%w (%w)", err, ErrQuorumLost)
+	}
+	return err
 }
 
 // MaxEntryBytes bounds one command's log entry. The largest valid

@@ -45,6 +45,10 @@ type timing struct {
 	leaderWait time.Duration
 	// retryMin and retryMax bound the backoff between such attempts.
 	retryMin, retryMax time.Duration
+	// unanswered: a peer that answered no raft RPC for this long is
+	// silent; contactWindow: raft's contact older than this says nothing
+	// (contact.go); quorumTick: how often the quorum is judged again.
+	unanswered, contactWindow, quorumTick time.Duration
 }
 
 func newTiming(scale float64) timing {
@@ -68,6 +72,13 @@ func newTiming(scale float64) timing {
 	t.leaderWait = 3 * (t.heartbeat + t.election)
 	t.retryMin = max(t.commit/5, time.Millisecond)
 	t.retryMax = max(t.heartbeat/10, 10*time.Millisecond)
+	// An election timeout, but never under a second: a peer of a loaded
+	// machine may take hundreds of milliseconds to answer (a vote is
+	// written to disk first), and counting it silent would answer writes
+	// quorum_lost while a leader can still be elected.
+	t.unanswered = max(t.election, time.Second)
+	t.contactWindow = max(t.leaderWait, 3*t.unanswered)
+	t.quorumTick = t.unanswered / 4
 	return t
 }
 

@@ -305,7 +305,7 @@
     document.title = "lockd · " + st.node_id + " · " + st.state;
 
     const members = st.members || [];
-    $("h-quorum").replaceChildren(quorum(members));
+    $("h-quorum").replaceChildren(quorum(st));
     $("members-count").textContent = members.length;
     const items = members.map((m) => {
       // This node knows its own raft state; for the others it knows the
@@ -334,19 +334,18 @@
     if (status === "suspect") return "suspect";
     return ["leader", "follower", "candidate", "non-voter"].includes(role) ? role : "unknown";
   }
-  // quorum counts the voters this node's gossip sees alive against the
-  // majority a leader needs, by the rule of the node's own no_leader
-  // answer: a voter gossip has not seen ("unknown") may still be up.
-  function quorum(members) {
-    const voters = members.filter((m) => m.voter);
-    if (!voters.length) return el("span", { class: "quorum bad", title: "this node is in no cluster yet" }, "no voters");
-    const up = voters.filter((m) => m.status === "alive").length;
-    const unseen = voters.filter((m) => m.status === "unknown").length;
-    const need = Math.floor(voters.length / 2) + 1;
-    const cls = up >= need ? "ok" : up + unseen >= need ? "warn" : "bad";
+  // quorum shows the node's own judgement of its quorum (its status's
+  // quorum_lost and quorum: the voters its raft reaches), not a count of
+  // its own: the node decides, and answers writes by it.
+  function quorum(st) {
+    const q = st.quorum || { voters: 0, reachable: [], needed: 0 };
+    if (!q.voters) return el("span", { class: "quorum bad", title: "this node is in no cluster yet" }, "no voters");
+    const up = (q.reachable || []).length;
+    const cls = st.quorum_lost ? "bad" : up >= q.needed ? "ok" : "warn";
     return el("span", { class: "quorum " + cls, "data-quorum": cls,
-      title: "a leader needs a majority: " + need + " of " + voters.length + " voters; alive as this node's gossip sees them" },
-    up + "/" + voters.length + " voters up" + (unseen ? ", " + unseen + " unseen" : "") + (cls === "bad" ? " — quorum lost" : ""));
+      title: "a leader needs a majority: " + q.needed + " of " + q.voters + " voters; reachable as this node's raft sees them: " +
+        ((q.reachable || []).join(", ") || "none") },
+    up + "/" + q.voters + " voters reachable" + (st.quorum_lost ? " — quorum lost" : ""));
   }
 
   // ---- locks -------------------------------------------------------------

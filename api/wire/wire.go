@@ -106,8 +106,8 @@ type ErrorDetail struct {
 	// unknown.
 	NotApplied bool `json:"not_applied,omitempty"`
 	// QuorumLost, on a 503 no_leader, says the node reaches fewer voters
-	// than a majority (its gossip view, the message's "1 of 3 voters
-	// reachable"): no leader can be elected on its side, so waiting on
+	// than a majority (as its raft sees them, StatusResponse.Quorum; the
+	// message's "1 of 3 voters reachable"): no leader can be elected on its side, so waiting on
 	// this node helps only once enough nodes are back. Absent: a leader
 	// may be found or elected soon.
 	QuorumLost bool `json:"quorum_lost,omitempty"`
@@ -351,6 +351,27 @@ type StatusResponse struct {
 	// what was compared: the node then answers 503 diverged to every
 	// request but this one, /metrics and the dashboard.
 	Diverged string `json:"diverged,omitempty"`
+	// QuorumLost: this node reaches fewer voters than a majority and
+	// follows no leader, so no leader can be elected on its side; writes
+	// and linearizable reads on it answer 503 no_leader with quorum_lost.
+	QuorumLost bool `json:"quorum_lost"`
+	// Quorum counts the voters this node reaches.
+	Quorum Quorum `json:"quorum"`
+}
+
+// Quorum is a node's count of the voters it reaches: those its raft had
+// contact with lately (an answer to a heartbeat or a vote request, its
+// leader's heartbeats), and those raft has not asked lately unless
+// gossip saw them fail or leave. A voter that let a raft request go
+// unanswered for about an election timeout (1 s at --raft-timing 1) is
+// not reachable.
+type Quorum struct {
+	// Voters is the number of voters in the raft configuration.
+	Voters int `json:"voters"`
+	// Reachable are the voters this node reaches, itself included.
+	Reachable []string `json:"reachable"`
+	// Needed is the majority of voters a leader needs.
+	Needed int `json:"needed"`
 }
 
 // DigestChecks is a follower's record of comparing its table with the

@@ -88,7 +88,8 @@ Exit codes:
   64      usage error
   65      the server refused the request: invalid (e.g. a --limit mismatch), or
           member remove of a node the cluster sees alive (409 member_alive)
-  69      unavailable: no node reachable, or no leader
+  69      unavailable: no node reachable, or no leader (status: also when
+          the answering node's quorum is lost)
   70      internal error
   73      lock: not acquired within --wait (the holders are named)
   74      lock: session lost, or the lock revoked, while the command ran (the

@@ -151,7 +151,9 @@ See docs/cli.md for every command and flag, with examples.
 	         differs from the semaphore's), or member remove of a node the
 	         cluster sees alive (409 member_alive)
 	69       unavailable: no node reachable, or no leader (status and members
-	         also exit 69 when the node answering sees no leader)
+	         also exit 69 when the node answering sees no leader, status
+	         when its quorum is lost: "Quorum: lost (1 of 3 voters
+	         reachable: n1; a majority of 2 is needed)")
 	70       internal error (of lockctl or the server)
 	73       lock: not acquired within --wait (someone holds it)
 	74       lock: session lost, or the lock revoked, while the command ran

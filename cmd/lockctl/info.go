@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -79,6 +80,10 @@ func runStatus(e *env, args []string) int {
 			leader = fmt.Sprintf("%s (%s)", st.Leader.ID, st.Leader.HTTPAddr)
 		}
 		fmt.Fprintf(w, "Leader:\t%s\n", leader)
+		quorum, lost := quorumLine(st)
+		if quorum != "" {
+			fmt.Fprintf(w, "Quorum:\t%s\n", quorum)
+		}
 		fmt.Fprintf(w, "Term:\t%d\n", st.Term)
 		fmt.Fprintf(w, "Commit index:\t%d\n", st.CommitIndex)
 		fmt.Fprintf(w, "Applied index:\t%d\n", st.AppliedIndex)
@@ -92,12 +97,35 @@ func runStatus(e *env, args []string) int {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\n", m.ID, orDash(m.HTTPAddr), orDash(m.RaftAddr), m.Voter, orDash(m.Status), lead)
 		}
 		w.Flush()
-		if st.Leader.ID == "" {
+		if st.Leader.ID == "" || lost {
 			// Answered, but the cluster cannot serve locks right now.
 			return exitUnavailable
 		}
 		return exitOK
 	})
+}
+
+// quorumLine says whether the answering node reaches a majority of the
+// voters, as the node judged it (its quorum_lost and quorum fields), and
+// reports whether the quorum is lost. It is "" for a node of an older
+// build, which reports voters but no quorum.
+func quorumLine(st *client.Status) (string, bool) {
+	q := st.Quorum
+	reachable := strings.Join(q.Reachable, ", ")
+	switch {
+	case q.Voters == 0 && slices.ContainsFunc(st.Members, func(m client.Member) bool { return m.Voter }):
+		return "", st.QuorumLost
+	case q.Voters == 0:
+		return "none (this node is in no cluster yet)", st.QuorumLost
+	case st.QuorumLost:
+		return fmt.Sprintf("lost (%d of %d voters reachable: %s; a majority of %d is needed)",
+			len(q.Reachable), q.Voters, reachable, q.Needed), true
+	case len(q.Reachable) == q.Voters:
+		return fmt.Sprintf("ok (%d of %d voters)", q.Voters, q.Voters), false
+	default:
+		return fmt.Sprintf("ok (%d of %d voters reachable: %s; a majority of %d is needed)",
+			len(q.Reachable), q.Voters, reachable, q.Needed), false
+	}
 }
 
 func runLocks(e *env, args []string) int {

@@ -6,12 +6,42 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/api/client"
+	"github.com/lockd/lockd/api/wire"
 )
+
+// TestQuorumLine: lockctl status says what the node judged of its quorum,
+// and a lost quorum makes it exit 69.
+func TestQuorumLine(t *testing.T) {
+	voter := []client.Member{{ID: "n1", Voter: true}}
+	for _, tc := range []struct {
+		name string
+		st   client.Status
+		line string
+		lost bool
+	}{
+		{"all voters", client.Status{Members: voter, Quorum: wire.Quorum{Voters: 3, Reachable: []string{"n1", "n2", "n3"}, Needed: 2}},
+			"ok (3 of 3 voters)", false},
+		{"one voter down", client.Status{Members: voter, Quorum: wire.Quorum{Voters: 3, Reachable: []string{"n1", "n3"}, Needed: 2}},
+			"ok (2 of 3 voters reachable: n1, n3; a majority of 2 is needed)", false},
+		{"lost", client.Status{Members: voter, QuorumLost: true, Quorum: wire.Quorum{Voters: 3, Reachable: []string{"n1"}, Needed: 2}},
+			"lost (1 of 3 voters reachable: n1; a majority of 2 is needed)", true},
+		{"in no cluster", client.Status{}, "none (this node is in no cluster yet)", false},
+		{"a node of an older build", client.Status{Members: voter}, "", false},
+	} {
+		line, lost := quorumLine(&tc.st)
+		if line != tc.line || lost != tc.lost {
+			t.Errorf("%s: %q, lost %v; want %q, %v", tc.name, line, lost, tc.line, tc.lost)
+		}
+	}
+}
 
 // TestInfoCommands drives status, locks, get and check against a dev node
 // while a lockctl lock holds jobs/info and another waits for it.
@@ -30,7 +60,8 @@ func TestInfoCommands(t *testing.T) {
 
 	t.Run("status", func(t *testing.T) {
 		code, out, stderr := lockctl(t, addr, "status")
-		if code != 0 || !strings.Contains(out, "Leader:") || !strings.Contains(out, "dev") {
+		if code != 0 || !strings.Contains(out, "Leader:") || !strings.Contains(out, "dev") ||
+			!regexp.MustCompile(`(?m)^Quorum: +ok \(1 of 1 voters\)$`).MatchString(out) {
 			t.Fatalf("exit %d\n%s%s", code, out, stderr)
 		}
 		code, out, _ = lockctl(t, addr, "status", "--json")

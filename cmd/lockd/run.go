@@ -235,6 +235,7 @@ func (a *agent) join() error {
 		a.node.SetLogFormat(c.LogFormat) // a rolling upgrade: nothing a voter's older build cannot apply
 	}
 	a.node.SetJoinRule(c.JoinPeer) // a node outside the configuration hears raft only from these
+	a.node.SetGossipGone(c.Gone)   // for the voters raft has not asked lately
 	a.cl.Store(c)
 	return nil
 }

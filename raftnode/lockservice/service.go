@@ -94,6 +94,9 @@ type Cluster interface {
 	Servers() ([]Server, error)
 	RemoveMember(ctx context.Context, id string) error
 	DigestChecks() DigestChecks
+	// Quorum is the voters this node reaches, as its raft sees them, and
+	// whether its quorum is lost.
+	Quorum() Quorum
 }
 
 var _ Cluster = (*raftnode.Node)(nil)
@@ -103,6 +106,9 @@ type Status = raftnode.Status
 
 // Server is one server of the raft configuration.
 type Server = raftnode.Server
+
+// Quorum is a node's count of the voters it reaches (raftnode.Quorum).
+type Quorum = raftnode.Quorum
 
 // DigestChecks is what the leader's comparison of the nodes' table
 // digests found.

@@ -541,6 +541,12 @@ type statusView struct {
 	AppliedIndex uint64       `json:"applied_index"`
 	Digest       string       `json:"digest"`
 	Members      []memberView `json:"members"`
+	QuorumLost   bool         `json:"quorum_lost"`
+	Quorum       struct {
+		Voters    int      `json:"voters"`
+		Reachable []string `json:"reachable"`
+		Needed    int      `json:"needed"`
+	} `json:"quorum"`
 }
 
 type memberView struct {
