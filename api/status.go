@@ -14,7 +14,7 @@ import (
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
 	out := wire.StatusResponse{NodeID: st.ID, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
-		Leader: wire.Leader{ID: st.LeaderID}}
+		Leader: wire.Leader{ID: st.LeaderID}, LogStore: st.LogStore}
 	if st.LeaderID != "" {
 		out.Leader.HTTPAddr, _ = s.peerHTTP(st.LeaderID)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockd/lockd/api/wire"
+	"github.com/lockd/lockd/raftnode"
 )
 
 func TestStatusAndMetrics(t *testing.T) {
@@ -18,7 +19,8 @@ func TestStatusAndMetrics(t *testing.T) {
 	st := n.status()
 	addr := strings.TrimPrefix(n.ts.URL, "http://")
 	if st.NodeID != "n1" || st.State != "leader" || st.Leader.ID != "n1" || st.Leader.HTTPAddr != addr ||
-		st.Term == 0 || st.AppliedIndex == 0 || st.CommitIndex < st.AppliedIndex || len(st.Digest) != 64 {
+		st.Term == 0 || st.AppliedIndex == 0 || st.CommitIndex < st.AppliedIndex || len(st.Digest) != 64 ||
+		st.LogStore != raftnode.LogWAL {
 		t.Fatalf("status = %+v", st)
 	}
 	if len(st.Members) != 1 || st.Members[0].ID != "n1" || !st.Members[0].Voter || st.Members[0].RaftAddr != n.raft ||

@@ -106,6 +106,7 @@ type Status struct {
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64 // the FSM's own applied index
+	LogStore     string // where raft's log lives in this data dir: LogWAL or LogBolt
 }
 
 // Server is one member of the raft configuration.
@@ -336,7 +337,18 @@ func (n *Node) Status() Status {
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.fsm.AppliedIndex(),
+		LogStore:     n.logStore(),
 	}
+}
+
+// logStore is the store raft's log is in: the one openLogStore chose
+// for this data dir, which may not be Config.LogStore (a data dir keeps
+// the store it was made with).
+func (n *Node) logStore() string {
+	if n.wal != nil {
+		return LogWAL
+	}
+	return LogBolt
 }
 
 // HasState reports whether the node has raft state on disk (it must not be

@@ -335,14 +335,18 @@ type CheckResponse struct {
 
 // StatusResponse answers GET /v1/status.
 type StatusResponse struct {
-	NodeID       string   `json:"node_id"`
-	State        string   `json:"state"`
-	Leader       Leader   `json:"leader"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	Digest       string   `json:"digest"` // hex SHA-256 of the table at applied_index
-	Members      []Member `json:"members"`
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	Leader       Leader `json:"leader"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"` // hex SHA-256 of the table at applied_index
+	// LogStore is where this node keeps raft's log: "wal" (raft-wal, the
+	// default for a new data dir) or "bolt" (raft-boltdb); a data dir
+	// keeps the store it was made with.
+	LogStore string   `json:"log_store"`
+	Members  []Member `json:"members"`
 	// DigestChecks counts this node's comparisons of its digest with the
 	// leader's at the same applied index; a mismatch means its state
 	// diverged (docs/operations.md).

@@ -86,7 +86,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err := a.join(); err != nil {
 		a.stop(err)
 	} else {
-		a.log.Info("node running", "id", cfg.NodeID, "dev", cfg.Dev)
+		a.log.Info("node running", "id", cfg.NodeID, "dev", cfg.Dev, "log_store", a.node.Status().LogStore)
 	}
 
 	select {
