@@ -1,19 +1,23 @@
 """Leader election against real 3-node clusters: campaign, leader,
 observe, proclaim and resign; values in the lock views; an observer
-across a raft leader change."""
+across a raft leader change; the runnable example."""
 
 from __future__ import annotations
 
+import os
 import queue
+import signal
+import subprocess
+import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 import lockd
-from conftest import Cluster, Reply, eventually, fake_node
+from conftest import PACKAGE, Cluster, Reply, eventually, fake_node
 
 
 @pytest.fixture
@@ -242,3 +246,73 @@ def test_observe_yields_each_change_once_in_token_order() -> None:
         obs.close()
     assert got == [lockd.Leader("A", 3), lockd.Leader("A2", 3), lockd.Leader("B", 5)]
     assert indexes[:10] == ["-", "5", "5", "6", "6", "6", "6", "7", "8", "9"], indexes
+
+
+# ---- the example -------------------------------------------------------------
+
+EXAMPLE = PACKAGE / "examples" / "election.py"
+
+
+class Proc:
+    """A process of the example, its output lines read as they come."""
+
+    def __init__(self, addrs: list[str], *args: str) -> None:
+        env = dict(os.environ, LOCKD_ADDR=",".join(addrs), PYTHONPATH=str(PACKAGE), PYTHONUNBUFFERED="1")
+        self.p = subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(self.p.stdout,), daemon=True).start()
+
+    def _read(self, out: IO[str]) -> None:
+        for line in out:
+            self.lines.put(line.rstrip("\n"))
+
+    def expect(self, prefix: str, timeout: float = 60) -> str:
+        """The next line that starts with prefix (earlier ones kept in seen)."""
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail(f"no line {prefix!r} within {timeout}s; seen: {self.seen}")
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def stop(self) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        return self.p.wait(timeout=30)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for pr in started:
+        if pr.p.poll() is None:
+            pr.p.kill()
+            pr.p.wait()
+
+
+def test_example_replicas_and_router(cluster: Cluster, client: lockd.Client, procs: list[Proc]) -> None:
+    """examples/election.py: replica a is elected and serves, b waits; the
+    client routes to a; a stopped (SIGTERM) resigns, b takes over with a
+    larger token, and the client routes to b."""
+    name = "el/example"
+    a = Proc(cluster.addrs, "replica", "--name", name, "--id", "a")
+    procs.append(a)
+    token_a = int(a.expect("a: elected").split("token ")[1].rstrip(")"))
+    b = Proc(cluster.addrs, "replica", "--name", name, "--id", "b")
+    procs.append(b)
+    b.expect("b: candidate")
+    eventually(lambda: (i := client.get_lock(name)) and i.waiters, "b queues")
+    router = Proc(cluster.addrs, "client", "--name", name, "--every", "0.05")
+    procs.append(router)
+    assert router.expect("client:").endswith(f"answered: a token={token_a}")
+    assert a.stop() == 0, a.seen
+    token_b = int(b.expect("b: elected").split("token ")[1].rstrip(")"))
+    assert token_b > token_a
+    assert router.expect("client:").endswith(f"answered: b token={token_b}")
+    assert b.stop() == 0 and router.stop() in (0, -signal.SIGTERM)
+    eventually(lambda: client.leader(name) is None, "b resigned on its way out")
