@@ -12,6 +12,13 @@ fencing ``token`` and a ``lost`` event::
         with s.lock("jobs/backup", wait=30) as grant:
             run_backup(fencing_token=grant.token, stop=grant.lost)
 
+Leader election: ``s.campaign(name, value)`` returns a :class:`Leadership`
+once elected (``with`` resigns); ``client.leader(name)`` and
+``client.observe(name)`` tell everyone else who leads::
+
+    with client.session(ttl=10) as s, s.campaign("svc/scheduler", "10.0.0.7:8080") as lead:
+        serve(fencing_token=lead.token, stop=lead.lost)
+
 ``lockd.aio`` offers the same over asyncio.
 """
 
@@ -22,14 +29,14 @@ from .errors import (Cancelled, ClusterUnavailable, Deadlock, Diverged, Forbidde
                      LockNotFound, MemberAlive, NotFound, NotHeld, OutcomeUnknown, PoorlyOrderedAccess,
                      RequestNotFound, Revoked, SessionClosed, SessionLost, SessionNotFound, Timeout,
                      TLSError, TokenNotFound, Unauthorized)
-from .session import Grant, Session, State
-from .types import (GrantedLock, HeldLock, Holder, LockInfo, LockSpec, Member, Mode, Require, Revocation,
+from .session import Grant, Leadership, Session, State
+from .types import (GrantedLock, HeldLock, Holder, Leader, LockInfo, LockSpec, Member, Mode, Require, Revocation,
                     RevokedHold, Rule, SessionInfo, Status, Token, Waiter)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "Grant", "State", "Retry", "RetryPolicy", "tls_context",
+    "Client", "Session", "Grant", "Leadership", "Leader", "State", "Retry", "RetryPolicy", "tls_context",
     "LockSpec", "GrantedLock", "LockInfo", "Holder", "Waiter", "Status", "Member", "SessionInfo",
     "HeldLock", "Revocation", "RevokedHold", "Rule", "Token", "Mode", "Require",
     "LockdError", "InvalidRequest", "Unauthorized", "Forbidden", "NotFound", "SessionNotFound",

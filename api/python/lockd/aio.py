@@ -25,7 +25,8 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+import typing
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from . import session as sync_session
 from .errors import LockdError, RequestNotFound
 from ._transport import quote
 from .session import State, _Attempt
-from .types import LockInfo, LockSpec, Mode, Require, RevokedHold, Rule, SessionInfo, Status, Token
+from .types import Leader, LockInfo, LockSpec, Mode, Require, RevokedHold, Rule, SessionInfo, Status, Token
 
 T = TypeVar("T")
 
@@ -45,6 +46,43 @@ CANCEL_FOR = 10.0
 async def _wait_event(ev: threading.Event) -> None:
     while not await asyncio.to_thread(ev.wait, 1.0):
         pass
+
+
+def _start(fn: Callable[[], T], name: str) -> concurrent.futures.Future[T]:
+    """Runs fn on a daemon thread of its own and returns its outcome's
+    future. Not the loop's default executor: a call that may wait long
+    (an acquire, a long-poll) and that the caller abandons would hold up
+    that executor's shutdown, and so the end of ``asyncio.run``."""
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as e:
+            done.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
+
+
+async def _iterate(it: Iterator[T], name: str) -> AsyncIterator[T]:
+    """Yields what the blocking iterator it yields, advancing it on
+    threads of their own (_start), until it ends; closes it when the
+    caller stops iterating between items."""
+    end = object()
+    try:
+        while True:
+            item = await asyncio.wrap_future(_start(lambda: next(it, end), name))
+            if item is end:
+                return
+            yield typing.cast(T, item)
+    finally:
+        close = getattr(it, "close", None)
+        try:
+            if close is not None:
+                close()
+        except ValueError:
+            pass  # cancelled while a thread advances it: it ends with that call
 
 
 class Grant:
@@ -80,6 +118,69 @@ class Grant:
         await asyncio.to_thread(self.sync.__exit__, et, ev, tb)
 
 
+class Leadership:
+    """The asyncio view of a :class:`lockd.Leadership` (same fields); an
+    async context manager that resigns on exit."""
+
+    def __init__(self, lead: sync_session.Leadership) -> None:
+        self.sync = lead
+        self.name = lead.name
+        self.token = lead.token
+        self.lost = lead.lost
+
+    @property
+    def value(self) -> str:
+        """What this leadership proclaimed last."""
+        return self.sync.value
+
+    @property
+    def lost_reason(self) -> LockdError | None:
+        """Why the leadership was lost (None while it is not)."""
+        return self.sync.lost_reason
+
+    async def lost_async(self) -> LockdError | None:
+        """Waits until the leadership is lost and returns why."""
+        await _wait_event(self.sync.lost)
+        return self.sync.lost_reason
+
+    async def proclaim(self, value: str) -> None:
+        """See :meth:`lockd.Leadership.proclaim`."""
+        await asyncio.to_thread(self.sync.proclaim, value)
+
+    async def resign(self) -> None:
+        """See :meth:`lockd.Leadership.resign`."""
+        await asyncio.to_thread(self.sync.resign)
+
+    async def __aenter__(self) -> Leadership:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.to_thread(self.sync.__exit__, et, ev, tb)
+
+
+class Campaign:
+    """What :meth:`Session.campaign` returns: awaited, the
+    :class:`Leadership` once elected; in ``async with``, the same, resigned
+    on exit. The campaign starts when it is awaited or entered."""
+
+    def __init__(self, run: Callable[[], Coroutine[Any, Any, Leadership]]) -> None:
+        self._run = run
+        self._lead: Leadership | None = None
+
+    def __await__(self) -> Generator[Any, None, Leadership]:
+        return self._run().__await__()
+
+    async def __aenter__(self) -> Leadership:
+        self._lead = await self._run()
+        return self._lead
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._lead is not None:
+            await self._lead.__aexit__(et, ev, tb)
+
+
 class Session:
     """The asyncio view of a :class:`lockd.Session`."""
 
@@ -104,28 +205,36 @@ class Session:
         return self.sync.error
 
     async def lock(self, name: str, *, mode: Mode = "write", weight: int = 1, limit: int | None = None,
-                   wait: float | None = None, hold_ttl: float | None = None) -> Grant:
+                   wait: float | None = None, hold_ttl: float | None = None, value: str = "") -> Grant:
         """See :meth:`lockd.Session.lock`; cancellation withdraws the request."""
-        return await self.acquire([LockSpec(name, mode, weight, limit)], wait=wait, hold_ttl=hold_ttl)
+        return await self.acquire([LockSpec(name, mode, weight, limit, value)], wait=wait, hold_ttl=hold_ttl)
 
-    async def try_lock(self, name: str, *, mode: Mode = "write") -> Grant:
+    async def try_lock(self, name: str, *, mode: Mode = "write", value: str = "") -> Grant:
         """See :meth:`lockd.Session.try_lock`."""
-        return await self.lock(name, mode=mode, wait=0)
+        return await self.lock(name, mode=mode, wait=0, value=value)
+
+    def campaign(self, name: str, value: str, *, wait: float | None = None) -> Campaign:
+        """See :meth:`lockd.Session.campaign`: ``async with
+        s.campaign(name, value) as lead:`` resigns on exit, and ``lead =
+        await s.campaign(name, value)`` returns the :class:`Leadership`.
+        Cancelling it withdraws the candidacy as a cancelled
+        :meth:`acquire` does."""
+        return Campaign(lambda: self._campaign(name, value, wait))
+
+    async def _campaign(self, name: str, value: str, wait: float | None) -> Leadership:
+        g = await self.acquire([LockSpec(name, value=value)], wait=wait)
+        return Leadership(sync_session.Leadership(g.sync, value))
+
+    async def proclaim(self, name: str, value: str, *, token: int = 0) -> int:
+        """See :meth:`lockd.Session.proclaim`."""
+        return await asyncio.to_thread(self.sync.proclaim, name, value, token=token)
 
     async def acquire(self, locks: Sequence[LockSpec | str], *, require: Require = "all",
                       wait: float | None = None, hold_ttl: float | None = None) -> Grant:
         """See :meth:`lockd.Session.acquire`; cancellation withdraws the request."""
         attempt = _Attempt()
-        done: concurrent.futures.Future[sync_session.Grant] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                done.set_result(self.sync.acquire(locks, require=require, wait=wait, hold_ttl=hold_ttl,
-                                                  _attempt=attempt))
-            except BaseException as e:
-                done.set_exception(e)
-
-        threading.Thread(target=run, name="lockd-aio-acquire", daemon=True).start()
+        done = _start(lambda: self.sync.acquire(locks, require=require, wait=wait, hold_ttl=hold_ttl,
+                                                _attempt=attempt), "lockd-aio-acquire")
         answer = asyncio.wrap_future(done)
         try:
             return Grant(await asyncio.shield(answer))
@@ -238,6 +347,15 @@ class Client:
 
     async def watch(self, name: str, *, wait: float = 30.0) -> AsyncIterator[LockInfo | None]:
         """See :meth:`lockd.Client.watch`: an async generator."""
-        it = self.sync.watch(name, wait=wait)
-        while True:
-            yield await asyncio.to_thread(lambda: next(it))
+        async for info in _iterate(self.sync.watch(name, wait=wait), "lockd-aio-watch"):
+            yield info
+
+    async def leader(self, name: str, *, stale: bool = False) -> Leader | None:
+        """See :meth:`lockd.Client.leader`."""
+        return await asyncio.to_thread(self.sync.leader, name, stale=stale)
+
+    async def observe(self, name: str, *, timeout: float | None = None) -> AsyncIterator[Leader]:
+        """See :meth:`lockd.Client.observe`: an async generator (``async
+        for leader in client.observe(name)``)."""
+        async for lead in _iterate(self.sync.observe(name, timeout=timeout), "lockd-aio-observe"):
+            yield lead

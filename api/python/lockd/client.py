@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import ssl
 import time
@@ -13,11 +14,13 @@ from ._transport import (JSON, Answer, Retry, RetryPolicy, Transport, _Transport
                          quote)
 from .errors import ClusterUnavailable, LockdError, LockNotFound, TLSError
 from .session import DEFAULT_CLOSE_TIMEOUT, Session
-from .types import LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
+from .types import Leader, LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
 
 #: The environment variables read like the Go client and lockctl do.
 ENV_ADDR, ENV_TOKEN = "LOCKD_ADDR", "LOCKD_TOKEN"
 ENV_CACERT, ENV_CLIENT_CERT, ENV_CLIENT_KEY = "LOCKD_CACERT", "LOCKD_CLIENT_CERT", "LOCKD_CLIENT_KEY"
+
+log = logging.getLogger("lockd")
 
 #: How many items the list calls ask for at a time.
 PAGE_SIZE = 1000
@@ -78,8 +81,9 @@ class Client:
         return list(self.transport.endpoints)
 
     @property
-    def leader(self) -> str:
-        """The leader's base URL as last learned ("" when unknown)."""
+    def leader_url(self) -> str:
+        """The base URL of the cluster's leader node as last learned (""
+        when unknown). (The leader of an election is :meth:`leader`.)"""
         return self.transport.leader
 
     # ---- sessions ---------------------------------------------------------
@@ -205,21 +209,75 @@ class Client:
         nobody holds, waits for or delays it), using blocking queries
         (``GET /v1/locks/{name}?index=V&wait=``). Runs until the caller
         stops iterating; retries across failovers like any read."""
-        path = "/v1/locks/" + _escape_name(name)
+        for data, _ in self._changes("/v1/locks/" + _escape_name(name), index=index, wait=wait):
+            yield None if data is None else LockInfo.of(data)
+
+    def _changes(self, path: str, *, index: int = 0, wait: float = 30.0, deadline: float | None = None,
+                 outlast: bool = False) -> Iterator[tuple[Any, int]]:
+        """Yields (body, version) of a read of one name (path) now and
+        each time its version passes the last one seen, by blocking
+        queries (``?index=V&wait=``); body is None for a 404
+        lock_not_found. Ends at deadline (time.monotonic()). A read whose
+        retries run out raises ClusterUnavailable, unless ``outlast``:
+        then it is logged and the queries go on, through the transport's
+        failover and backoff, for as long as the caller iterates."""
         first = True
         while True:
-            q = {"index": str(index), "wait": format_duration(wait)} if index or not first else None
+            w = wait
+            if deadline is not None:
+                w = min(wait, deadline - time.monotonic())
+                if w <= 0:
+                    return
+            q = {"index": str(index), "wait": format_duration(w)} if index or not first else None
             try:
-                ans = self.transport.do("GET", path, query=q, wait=wait if q else 0.0)
-                info: LockInfo | None = LockInfo.of(ans.data)
-                version = int(ans.headers.get("X-Lock-Index", "0") or 0)
+                ans = self.transport.do("GET", path, query=q, wait=w if q else 0.0, deadline=deadline)
+                data, headers = ans.data, ans.headers
             except LockNotFound as e:
-                info = None
-                version = int((e.headers or {}).get("X-Lock-Index", "0") or 0)
-            if first or version != index:
-                yield info
+                data, headers = None, e.headers or {}
+            except ClusterUnavailable as e:
+                if not outlast:
+                    raise
+                if deadline is None or time.monotonic() < deadline:
+                    log.warning("lockd: GET %s: no answer yet, still trying: %s", path, e)
+                continue
+            version = int(headers.get("X-Lock-Index", "0") or 0)
+            # An answer older than one seen (a node behind) says nothing new.
+            if first or version > index:
+                yield data, version
             first = False
             index = max(version, index)
+
+    def leader(self, name: str, *, stale: bool = False) -> Leader | None:
+        """The leader of name read as an election (``GET
+        /v1/elections/{name}``): its value, fencing token and since; None
+        when nobody holds name. Linearizable unless ``stale``
+        (whichever node answers, without a leader). etcd's
+        ``Election.Leader``."""
+        d = self.transport.do("GET", "/v1/elections/" + _escape_name(name),
+                              query={"stale": ""} if stale else None).data or {}
+        return Leader.of(d.get("leader"))
+
+    def observe(self, name: str, *, timeout: float | None = None) -> Iterator[Leader]:
+        """Yields name's leader now and after each change of leader (a new
+        token) or of its value (a proclaim under the same token), each
+        once, in token order: a leader with a smaller token than one
+        yielded is skipped. "Nobody leads" is not yielded (as etcd's
+        ``Observe`` does not): an observer waits for the next leader.
+
+        Follows blocking queries (``GET /v1/elections/{name}?index=V``)
+        through failovers and outages: when a read's retries run out it
+        logs a warning and goes on. ``timeout`` (seconds) ends the
+        iteration after that long; ``None`` runs until the caller stops
+        iterating."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last: Leader | None = None
+        for data, _ in self._changes("/v1/elections/" + _escape_name(name), deadline=deadline, outlast=True):
+            lead = Leader.of((data or {}).get("leader"))
+            if lead is None or (last is not None and (lead.token < last.token or (
+                    lead.token == last.token and lead.value == last.value))):
+                continue
+            last = lead
+            yield lead
 
     def events(self) -> Iterator[int]:
         """Yields the applied index of the node the client talks to, once

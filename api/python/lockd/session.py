@@ -1,4 +1,5 @@
-"""Sessions, their keepalive thread, and the grants they hold."""
+"""Sessions, their keepalive thread, and the grants and leaderships they
+hold."""
 
 from __future__ import annotations
 
@@ -131,6 +132,66 @@ class Grant:
             if et is None:
                 raise
             log.warning("lockd: releasing %s after %s failed: %s", self, et.__name__, e)
+
+
+class Leadership:
+    """A won election (:meth:`Session.campaign`): this session holds
+    ``name`` and so leads it. A context manager: leaving the ``with``
+    block resigns, as leaving a :class:`Grant`'s releases it (quiet, and
+    bounded by the session's ``close_timeout`` on an exception or when the
+    session is already lost).
+
+    ``token`` is the fencing token of the hold, the term of this
+    leadership: every later leader has a larger one, so pass it to what
+    the leader writes to. ``value`` is what it proclaimed last. ``lost``
+    is the grant's :class:`threading.Event`, set when the leadership ends
+    without :meth:`resign` (revoked, the session lost, or the cluster said
+    the hold is gone); ``lost_reason`` says why. ``grant`` is the
+    underlying :class:`Grant`.
+    """
+
+    def __init__(self, grant: Grant, value: str) -> None:
+        self.grant = grant
+        self.session = grant.session
+        self.name: str = grant.locks[0].name if grant.locks else ""
+        self.token: int = grant.token
+        self.value: str = value
+        self.lost: threading.Event = grant.lost
+
+    def __repr__(self) -> str:
+        return f"<lockd.Leadership {self.name} token={self.token} lost={self.lost.is_set()}>"
+
+    @property
+    def lost_reason(self) -> LockdError | None:
+        """Why the leadership was lost (None while it is not)."""
+        return self.grant.lost_reason
+
+    def proclaim(self, value: str) -> None:
+        """Replaces the value observers see, keeping the leadership and its
+        token (etcd's ``Proclaim``). Raises :class:`NotHeld`, and sets
+        ``lost``, when this leadership is over: the hold of this token is
+        gone even if the session leads again under a new one."""
+        self.session.proclaim(self.name, value, token=self.token)
+        self.value = value
+
+    def resign(self) -> None:
+        """Gives the leadership up (releases the hold): the next candidate
+        is elected. Nothing is sent, and nothing raised, when it was lost or
+        resigned before."""
+        if self.grant.released or self.lost.is_set():
+            return
+        try:
+            self.session.release(self.grant)
+        except NotHeld:
+            pass  # gone already: lost is set
+
+    def __enter__(self) -> Leadership:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Resigns as :meth:`Grant.__exit__` releases."""
+        self.grant.__exit__(et, ev, tb)
 
 
 class _Attempt:
@@ -378,7 +439,7 @@ class Session:
     # ---- acquiring --------------------------------------------------------
 
     def lock(self, name: str, *, mode: Mode = "write", weight: int = 1, limit: int | None = None,
-             wait: float | None = None, hold_ttl: float | None = None) -> Grant:
+             wait: float | None = None, hold_ttl: float | None = None, value: str = "") -> Grant:
         """Acquires one lock and returns the :class:`Grant` (a context
         manager that releases it).
 
@@ -387,24 +448,40 @@ class Session:
         When it runs out, :class:`Timeout` is raised and nothing is held.
         ``mode="read"`` shares the lock with other readers; ``limit`` and
         ``weight`` make it a semaphore; ``hold_ttl`` releases it by itself
-        that many seconds after the grant.
+        that many seconds after the grant. ``value`` is what the hold says
+        about its holder (see :class:`LockSpec`; :meth:`proclaim` replaces
+        it).
         """
-        return self.acquire([LockSpec(name, mode, weight, limit)], wait=wait, hold_ttl=hold_ttl)
+        return self.acquire([LockSpec(name, mode, weight, limit, value)], wait=wait, hold_ttl=hold_ttl)
 
-    def rlock(self, name: str, *, wait: float | None = None, hold_ttl: float | None = None) -> Grant:
+    def rlock(self, name: str, *, wait: float | None = None, hold_ttl: float | None = None,
+              value: str = "") -> Grant:
         """Acquires name shared with other readers."""
-        return self.lock(name, mode="read", wait=wait, hold_ttl=hold_ttl)
+        return self.lock(name, mode="read", wait=wait, hold_ttl=hold_ttl, value=value)
 
-    def try_lock(self, name: str, *, mode: Mode = "write", hold_ttl: float | None = None) -> Grant:
+    def try_lock(self, name: str, *, mode: Mode = "write", hold_ttl: float | None = None, value: str = "") -> Grant:
         """Acquires name only if it is free right now; else raises
         :class:`Locked` (one request, never a spin or a queued waiter)."""
-        return self.lock(name, mode=mode, wait=0, hold_ttl=hold_ttl)
+        return self.lock(name, mode=mode, wait=0, hold_ttl=hold_ttl, value=value)
 
     def semaphore(self, name: str, limit: int, *, weight: int = 1, wait: float | None = None,
-                  hold_ttl: float | None = None) -> Grant:
+                  hold_ttl: float | None = None, value: str = "") -> Grant:
         """Takes ``weight`` permits of the semaphore ``name`` of ``limit``
         permits (every user must agree on limit: else LimitMismatch)."""
-        return self.lock(name, weight=weight, limit=limit, wait=wait, hold_ttl=hold_ttl)
+        return self.lock(name, weight=weight, limit=limit, wait=wait, hold_ttl=hold_ttl, value=value)
+
+    def campaign(self, name: str, value: str, *, wait: float | None = None) -> Leadership:
+        """Stands for election on name with value (such as this replica's
+        address): queues as a candidate, first come first served, and
+        returns the :class:`Leadership` once this session leads, that is
+        holds name (a write lock carrying value). ``wait`` as in
+        :meth:`lock`: ``None`` campaigns until elected; past a number of
+        seconds :class:`Timeout` is raised and the candidacy withdrawn.
+
+        A context manager: leaving the ``with`` block resigns. etcd's
+        ``Election.Campaign``; kazoo's ``Election.run``.
+        """
+        return Leadership(self.lock(name, wait=wait, value=value), value)
 
     def acquire(self, locks: Sequence[LockSpec | str], *, require: Require = "all", wait: float | None = None,
                 hold_ttl: float | None = None, _attempt: _Attempt | None = None) -> Grant:
@@ -588,6 +665,28 @@ class Session:
             return True
         return False
 
+    def proclaim(self, name: str, value: str, *, token: int = 0) -> int:
+        """Replaces the value of this session's hold on name, keeping the
+        hold and its fencing token (``POST /v1/proclaim``); returns the
+        name's version. With ``token``, only a hold with that fencing token
+        takes it: a proclaim of a leadership lost meanwhile is refused even
+        if the session won the name again. Raises :class:`NotHeld` when the
+        session does not hold it (released, revoked or expired: a hold
+        that is gone stays gone), marking its grants of name lost. Sent
+        again after a lost answer: the same value twice changes nothing."""
+        self._check_usable(f"proclaim {name}")
+        body: dict[str, Any] = {"session": self.id, "name": name, "value": value}
+        if token:
+            body["token"] = token
+        try:
+            ans = self.client.transport.do("POST", "/v1/proclaim", body=body)
+        except LockdError as e:
+            self._note_lost(e)
+            if isinstance(e, NotHeld):
+                self._not_held(name, e, token)
+            raise
+        return int((ans.data or {}).get("version", 0))
+
     # ---- tracking holds and losses ----------------------------------------
 
     def _note_lost(self, err: LockdError) -> None:
@@ -623,11 +722,20 @@ class Session:
         else:
             self._holds[name] -= 1
 
-    def _not_held(self, name: str, err: LockdError) -> None:
-        with self._mu:
-            self._holds.pop(name, None)
-        self._lose_where(NotHeld(f"session {self.id} does not hold {name}: {err.message}"),
-                         lambda lk: lk.name == name)
+    def _not_held(self, name: str, err: LockdError, token: int = 0) -> None:
+        """The cluster said the session does not hold name (with token:
+        no hold of name with that fencing token): its grants of it are
+        lost."""
+        lost = NotHeld(f"session {self.id} does not hold {name}: {err.message}")
+        if not token:
+            with self._mu:
+                self._holds.pop(name, None)
+            self._lose_where(lost, lambda lk: lk.name == name)
+            return
+        # A hold of name with another token (won again) is still held.
+        for _ in self._lose_where(lost, lambda lk: lk.name == name and lk.token == token):
+            with self._mu:
+                self._count_down(name)
 
     def _revoked(self, items: list[dict[str, Any]]) -> None:
         for d in items:

@@ -57,12 +57,16 @@ class LockSpec:
     ``weight`` is the permits taken of a semaphore (write only); ``limit``
     makes the name a semaphore of that many permits (``None``: whatever the
     name is, 1 for a new name). Every user of a name must agree on its limit.
+    ``value`` is what the hold says about its holder (UTF-8 text of at most
+    4096 bytes, such as a leader's address), shown with it in every view;
+    ``""`` gives none, so that a reentrant acquire keeps the hold's value.
     """
 
     name: str
     mode: Mode = "write"
     weight: int = 1
     limit: int | None = None
+    value: str = ""
 
     def wire(self) -> dict[str, Any]:
         """The JSON object of this spec."""
@@ -71,6 +75,8 @@ class LockSpec:
             d["weight"] = self.weight
         if self.limit is not None:
             d["limit"] = self.limit
+        if self.value:
+            d["value"] = self.value
         return d
 
 
@@ -92,7 +98,9 @@ class GrantedLock:
 @dataclass(frozen=True)
 class Holder:
     """One hold on a lock. ``session`` is empty for a session of another
-    token (with ACLs, only a management token sees every id)."""
+    token (with ACLs, only a management token sees every id); ``value``,
+    what the holder says about itself, is shown to every token that may
+    read the name."""
 
     session: str
     mode: str
@@ -100,6 +108,7 @@ class Holder:
     count: int
     token: int
     since: str = ""  # RFC 3339: when it was granted ("" once lockd's log no longer holds that entry)
+    value: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,10 +139,32 @@ class LockInfo:
         return cls(
             name=d["name"], version=d.get("version", 0), limit=d.get("limit", 1),
             holders=[Holder(h["session"], h.get("mode", "write"), h.get("weight", 1), h.get("count", 1),
-                            h.get("token", 0), h.get("since", "")) for h in d.get("holders") or []],
+                            h.get("token", 0), h.get("since", ""), h.get("value", ""))
+                     for h in d.get("holders") or []],
             waiters=[Waiter(w["session"], w.get("request_id", ""), w.get("mode", "write"), w.get("weight", 1),
                             w.get("since", "")) for w in d.get("waiters") or []],
         )
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The leader of a name read as an election (``GET
+    /v1/elections/{name}``): of the name's holders, the one granted first.
+    ``token`` is the fencing token of its hold, the term of its
+    leadership (a later leader always has a larger one); ``value`` is what
+    it proclaimed; ``since`` (RFC 3339) when its hold was granted (""
+    once lockd's log no longer holds that entry)."""
+
+    value: str
+    token: int
+    since: str = ""
+
+    @classmethod
+    def of(cls, d: dict[str, Any] | None) -> Leader | None:
+        """Decodes the API's ``leader`` object (None: nobody leads)."""
+        if not d:
+            return None
+        return cls(value=d.get("value", ""), token=d.get("token", 0), since=d.get("since", ""))
 
 
 @dataclass(frozen=True)
@@ -184,13 +215,14 @@ class Revocation:
 
 @dataclass(frozen=True)
 class HeldLock:
-    """One hold of a session."""
+    """One hold of a session, with its value."""
 
     name: str
     mode: str
     weight: int
     count: int
     token: int
+    value: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,7 +248,7 @@ class SessionInfo:
             on_deadlock=d.get("on_deadlock", "abort"), ordered=bool(d.get("ordered")),
             lock_delay=parse_duration(d.get("lock_delay", "0s")),
             held=[HeldLock(h["name"], h.get("mode", "write"), h.get("weight", 1), h.get("count", 1),
-                           h.get("token", 0)) for h in d.get("held") or []],
+                           h.get("token", 0), h.get("value", "")) for h in d.get("held") or []],
             pending=list(d.get("pending") or []),
             revoked=[Revocation(r["name"], r.get("token", 0), r.get("index", 0)) for r in d.get("revoked") or []],
             since=d.get("since", ""),

@@ -353,10 +353,10 @@ def silent_addr() -> Iterator[str]:
     srv.close()
 
 
-#: What a fake node answers a request: an HTTP status and a JSON body, or
-#: None to close the connection without an answer (a node that took the
-#: request and died).
-Reply = tuple[int, Any] | None
+#: What a fake node answers a request: an HTTP status and a JSON body
+#: (and headers to add), or None to close the connection without an
+#: answer (a node that took the request and died).
+Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]] | None
 
 
 @contextlib.contextmanager
@@ -378,9 +378,11 @@ def fake_node(route: Callable[[str, str], Reply]) -> Iterator[str]:
             if reply is None:
                 self.close_connection = True
                 return
-            status, body = reply
+            status, body = reply[0], reply[1]
             data = json.dumps(body).encode()
             self.send_response(status)
+            for k, v in (reply[2] if len(reply) > 2 else {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -87,3 +87,40 @@ def test_aio_lost(dev: Cluster) -> None:
         await s.close()
     asyncio.run(main())
     eventually(lambda: sync.get_lock("aio/lost") is None, "nothing left")
+
+
+def test_aio_election(dev: Cluster) -> None:
+    """async with campaign, leader, observe and proclaim; a candidate
+    elected when the leader leaves its async with block; a campaign
+    cancelled while queued leaves no candidate behind."""
+    name = "aio/election"
+
+    async def main() -> None:
+        async with lockd.aio.Client(dev.addrs) as c:
+            a, b, d = await c.session(ttl=10), await c.session(ttl=10), await c.session(ttl=10)
+            assert await c.leader(name) is None
+            obs = c.observe(name, timeout=60)
+
+            async def elect(s: lockd.aio.Session, value: str) -> lockd.aio.Leadership:
+                return await s.campaign(name, value, wait=30)
+            async with a.campaign(name, "A") as lead_a:
+                assert (await anext(obs)) == await c.leader(name)
+                assert (lead_a.value, lead_a.token > 0) == ("A", True)
+                candidate = asyncio.create_task(elect(b, "B"))
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(elect(d, "D"), timeout=0.5)
+                eventually(lambda: [w.session for w in (sync.get_lock(name) or lockd.LockInfo("", 0, 1)).waiters]
+                           == [b.id], "b queues, d's cancelled campaign does not")
+                await lead_a.proclaim("A2")
+                got = await anext(obs)
+                assert (got.value, got.token) == ("A2", lead_a.token)
+            lead_b = await candidate
+            got = await anext(obs)
+            assert (got.value, got.token) == ("B", lead_b.token) and lead_b.token > lead_a.token
+            await lead_b.resign()
+            assert await c.leader(name) is None and not lead_b.lost.is_set()
+            await obs.aclose()
+            for s in (a, b, d):
+                await s.close()
+    sync = lockd.Client(dev.addrs)
+    asyncio.run(main())

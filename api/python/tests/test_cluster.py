@@ -43,7 +43,7 @@ def test_leader_kill_during_held_lock(cluster: Cluster) -> None:
             killed_at = time.monotonic()
             # The grant is still the holder's, as the new leader sees it.
             eventually(lambda: client.check("jobs/failover", g.token), "the grant survives the failover")
-            assert client.leader.removeprefix("http://") in [n.http_addr for n in survivors]
+            assert client.leader_url.removeprefix("http://") in [n.http_addr for n in survivors]
             # Let more than a TTL pass: a session whose keepalives did not
             # get through would be lost by now.
             while time.monotonic() - killed_at < s.ttl + 1:
