@@ -190,17 +190,28 @@ class Status:
     commit_index: int
     applied_index: int
     members: list[Member]
+    #: True when this node reaches fewer voters than a majority and follows
+    #: no leader: writes and linearizable reads on it answer 503 at once.
+    quorum_lost: bool = False
+    #: The voters this node's raft reaches (ids), and how many a majority is.
+    reachable: tuple[str, ...] = ()
+    needed: int = 0
+    #: Where the node keeps raft's log: "wal" or "bolt".
+    log_store: str = ""
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> Status:
         """Decodes the API's JSON object."""
         leader = d.get("leader") or {}
+        quorum = d.get("quorum") or {}
         return cls(
             node_id=d.get("node_id", ""), state=d.get("state", ""), leader_id=leader.get("id", ""),
             leader_addr=leader.get("http_addr", ""), term=d.get("term", 0),
             commit_index=d.get("commit_index", 0), applied_index=d.get("applied_index", 0),
             members=[Member(m.get("id", ""), m.get("http_addr", ""), m.get("raft_addr", ""),
                             bool(m.get("voter")), m.get("status", "")) for m in d.get("members") or []],
+            quorum_lost=bool(d.get("quorum_lost")), reachable=tuple(quorum.get("reachable") or ()),
+            needed=quorum.get("needed", 0), log_store=d.get("log_store", ""),
         )
 
 

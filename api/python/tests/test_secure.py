@@ -32,7 +32,9 @@ def test_tls_and_acl(secure: tuple[Cluster, dict[str, str]]) -> None:
     node, f = secure
     tls: dict[str, Any] = {"ca_cert": f["ca"], "client_cert": f["cert"], "client_key": f["key"]}
     anon = lockd.Client(node.addrs, token="", **tls)
-    assert anon.status().state == "leader"  # status needs no token
+    st = anon.status()  # status needs no token
+    assert st.state == "leader" and not st.quorum_lost and st.log_store == "wal"
+    assert st.reachable == ("dev",) and st.needed == 1
     assert anon.endpoints[0].startswith("https://")
     with pytest.raises(lockd.Unauthorized) as e401:
         anon.locks()
