@@ -82,25 +82,14 @@
 // # Leader election
 //
 // Session.Election(name) campaigns for name; Client.Election(name) only
-// observes it. The leader is the name's holder and its hold's value says
-// where to reach it; the fencing token of the hold is the term. The names
-// are etcd's, and Curator's recipes map onto them:
-//
-//	etcd concurrency.Election     Curator                          lockd client
-//	NewElection(session, pfx)     new LeaderLatch(cf, path, id)    s.Election(name) (c.Election(name): observe only)
-//	Campaign(ctx, val)            latch.start(); latch.await()     e.Campaign(ctx, val) → *Leadership
-//	                              LeaderSelector.takeLeadership    Campaign, work until l.Lost(), l.Resign
-//	Proclaim(ctx, val)            (a node's data)                  l.Proclaim(ctx, val), refused once l's term ended
-//	Resign(ctx)                   latch.close()                    l.Resign(ctx)
-//	Leader(ctx)                   latch.getLeader()                e.Leader(ctx) → *ElectionLeader, ErrElectionNoLeader
-//	Observe(ctx)                  LeaderLatchListener              e.Observe(ctx) → <-chan ElectionLeader
-//	                              hasLeadership(), notLeader()     l.LostErr() == nil, <-l.Lost()
-//	session.Done()                ConnectionStateListener LOST     s.Done(), and l.Lost() with it
-//	leader key's create revision  (none)                           l.Token, the fencing token of the term
-//
-// Example_leaderElection (api/client/example_election_test.go) is a
-// replica that serves only while elected and a client that routes to the
-// leader.
+// observes it. The leader is the name's holder, its hold's value says
+// where to reach it, and its fencing token is the term. The names are
+// etcd's concurrency.Election's: Campaign (an acquire with a value) gives
+// a Leadership with Token, Value, Lost, Proclaim and Resign; Leader and
+// Observe read the election. docs/api.md ("Go client" under "Leader
+// election") maps etcd's and Curator's LeaderLatch and LeaderSelector
+// calls onto these. Example_leaderElection is a replica that serves only
+// while elected and a client that routes to the leader.
 //
 // # TLS
 //
