@@ -129,6 +129,12 @@ func TestElectRunsOnlyWhileElected(t *testing.T) {
 	if code, out, stderr := lockctl(t, addr, "leader", name); code != exitFalse || out != "" || !strings.Contains(stderr, "nobody leads") {
 		t.Fatalf("leader of nobody: exit %d, %q, %s", code, out, stderr)
 	}
+	// A value over 4096 bytes is refused before anything runs.
+	big := startLockctl(t, addr, dir, "elect", "--value", strings.Repeat("x", 5000), name, "--", "touch", "big")
+	code = big.wait(t, 10*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "big")); code != exitDataErr || err == nil {
+		t.Fatalf("5000-byte value: exit %d (want %d), command ran: %v; stderr: %s", code, exitDataErr, err == nil, &big.stderr)
+	}
 }
 
 // TestLeaderWatch: lockctl leader --watch prints that nobody leads, then
