@@ -79,6 +79,18 @@
 // /v1/requests/{id}); if the cluster answers that the request was granted
 // meanwhile, the client releases that grant and still returns ctx.Err().
 //
+// # Leader election
+//
+// Session.Election(name) campaigns for name; Client.Election(name) only
+// observes it. The leader is the name's holder, its hold's value says
+// where to reach it, and its fencing token is the term. The names are
+// etcd's concurrency.Election's: Campaign (an acquire with a value) gives
+// a Leadership with Token, Value, Lost, Proclaim and Resign; Leader and
+// Observe read the election. docs/api.md ("Go client" under "Leader
+// election") maps etcd's and Curator's LeaderLatch and LeaderSelector
+// calls onto these. Example_leaderElection is a replica that serves only
+// while elected and a client that routes to the leader.
+//
 // # TLS
 //
 // Plain HTTP is the default. WithTLS(cfg) makes every call HTTPS, to the

@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,5 +284,83 @@ func TestReattachNamesTheSession(t *testing.T) {
 	g, err := s.Lock(ctxFor(t, 10*time.Second), "a")
 	if err != nil || g.Token != 3 || gets.Load() == 0 {
 		t.Fatalf("lock after a lost answer: %+v, %v (%d re-attaches)", g, err, gets.Load())
+	}
+}
+
+// TestObserveDeliversEachLeaderOnceInTokenOrder: Observe follows the
+// version (each read's index is the last version read), skips an answer
+// from behind that version, the same leader again (a wait that ran out),
+// "no leader" and a smaller token than one delivered, retries a node
+// without a leader, and delivers the rest: a new value under the same
+// token, a larger token.
+func TestObserveDeliversEachLeaderOnceInTokenOrder(t *testing.T) {
+	leader := func(v int, value string, token int) string {
+		return fmt.Sprintf(`{"name":"x","version":%d,"leader":{"value":%q,"token":%d},"candidates":0}`, v, value, token)
+	}
+	answers := []string{
+		leader(5, "a", 3),
+		leader(5, "a", 3), // the wait ran out
+		"no_leader",       // retried
+		leader(4, "old", 2),
+		leader(7, "b", 3),
+		`{"name":"x","version":8,"leader":null,"candidates":0}`,
+		leader(9, "z", 2),
+		leader(10, "c", 9),
+	}
+	wantIndex := []string{"0", "5", "5", "5", "5", "7", "8", "9", "10"}
+	var mu sync.Mutex
+	var indexes []string
+	c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/elections/x" || r.URL.Query().Get("wait") == "" {
+			writeAPIError(w, http.StatusBadRequest, "invalid_request")
+			return
+		}
+		mu.Lock()
+		n := len(indexes)
+		indexes = append(indexes, r.URL.Query().Get("index"))
+		mu.Unlock()
+		if n >= len(answers) {
+			<-r.Context().Done() // nothing changes any more
+			return
+		}
+		if answers[n] == "no_leader" {
+			writeAPIError(w, http.StatusServiceUnavailable, "no_leader")
+			return
+		}
+		fmt.Fprint(w, answers[n])
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := c.Election("x").Observe(ctx)
+	var got []string
+	for range 3 {
+		select {
+		case l := <-ch:
+			got = append(got, fmt.Sprintf("%s/%d", l.Value, l.Token))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("observed %q, then nothing", got)
+		}
+	}
+	if want := []string{"a/3", "b/3", "c/9"}; !slices.Equal(got, want) {
+		t.Fatalf("observed %q, want %q", got, want)
+	}
+	eventually(t, 5*time.Second, "the read after the last answer", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(indexes) == len(wantIndex), fmt.Sprint(indexes)
+	})
+	cancel()
+	select {
+	case l, ok := <-ch:
+		if ok {
+			t.Fatalf("observed %+v after the last change", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel stayed open after ctx ended")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(indexes, wantIndex) {
+		t.Fatalf("indexes read %q, want %q", indexes, wantIndex)
 	}
 }

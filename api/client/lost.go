@@ -132,14 +132,20 @@ func (s *Session) revoked(list []Revocation) {
 		if s.seen(rv) {
 			continue
 		}
-		lost := s.loseWhere(revokedErr(rv), lostTo(rv))
-		s.mu.Lock()
-		for _, g := range lost {
-			if slices.ContainsFunc(g.Locks, lostTo(rv)) {
-				s.countDown(rv.Name)
-			}
-		}
-		s.mu.Unlock()
+		s.lostHold(rv.Name, rv.Token, revokedErr(rv))
+	}
+}
+
+// lostHold handles the word that the session's hold on name with token is
+// gone (revoked, or refused as not held with that token): the grants that
+// took it are lost with err, and their holds no longer count. A grant of
+// name under another token (the name won again) is left alone.
+func (s *Session) lostHold(name string, token uint64, err error) {
+	lost := s.loseWhere(err, func(l GrantedLock) bool { return l.Name == name && l.Token == token })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range lost {
+		s.countDown(name)
 	}
 }
 

@@ -55,7 +55,7 @@ func (e *env) retryPolicy() client.RetryPolicy {
 
 // usageHead and usageTail are lockctl --help before and after the
 // commands' usage lines (printUsage).
-const usageHead = `lockctl — run jobs under lockd locks and inspect a lockd cluster
+const usageHead = `lockctl — run jobs under lockd locks or as elected leaders, and inspect a lockd cluster
 
 Usage:
 `
@@ -72,34 +72,35 @@ Every command takes these flags, after the command or before it
   --token SECRET       ACL token sent as Authorization: Bearer (default $LOCKD_TOKEN;
                        the secret is never printed)
   --timeout D          give up on the cluster after D, retries included, with the
-                       cluster's last answer as the reason (default 10s; lock:
-                       after --wait)
+                       cluster's last answer as the reason (default 10s; lock,
+                       elect: after --wait)
 Run "lockctl COMMAND --help" for a command's flags. A "--" before the
 arguments makes every word after it an argument, even one that starts with
 "-" (lockctl get -- -odd/name).
 
 Exit codes:
-  0       success (lock: the command exited 0)
+  0       success (lock, elect: the command exited 0)
   1       a negative answer: check: token not valid; get: nobody holds or
-          waits for NAME; session show/delete, release: no such session;
-          release: the session does not hold NAME; member leave: no such
-          member
-  1-125   lock: the command's own exit code
+          waits for NAME; leader: nobody leads NAME; session show/delete,
+          release: no such session; release: the session does not hold
+          NAME; member leave: no such member
+  1-125   lock, elect: the command's own exit code
   64      usage error
   65      the server refused the request: invalid (e.g. a --limit mismatch), or
           member remove of a node the cluster sees alive (409 member_alive)
   69      unavailable: no node reachable, or no leader (status: also when
           the answering node's quorum is lost)
   70      internal error
-  73      lock: not acquired within --wait (the holders are named)
-  74      lock: session lost, or the lock revoked, while the command ran (the
-          command was stopped)
+  73      lock: not acquired within --wait (the holders are named); elect:
+          not elected within --wait (the leader is named)
+  74      lock, elect: session lost, or the lock revoked, while the command
+          ran (the command was stopped)
   75      a configured limit refused the request (sessions, holds, waiters, waits)
   77      no valid token (unauthorized), or the token does not allow it (forbidden)
   78      configuration error: e.g. the node speaks HTTPS and no --ca-cert was given
-  126     lock: the command could not be started
-  127     lock: the command was not found
-  128+N   lock: the command was killed by signal N (or lockctl was, before it started)
+  126     lock, elect: the command could not be started
+  127     lock, elect: the command was not found
+  128+N   lock, elect: the command was killed by signal N (or lockctl was, before it started)
 `
 
 // usage is lockctl --help.
@@ -207,7 +208,7 @@ func (e *env) flags(withJSON bool) *flag.FlagSet {
 	e.token.Register(fs)
 	e.timeout = defaultTimeout
 	if name != "watch" { // watch's own --timeout says how long to watch
-		fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock: after --wait), with the last reason")
+		fs.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on the cluster after this long, retries included (lock, elect: after --wait), with the last reason")
 	}
 	if withJSON {
 		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")

@@ -20,6 +20,7 @@ type command struct {
 // before a command go all come from it.
 var commands = []command{
 	{"lock", "[--read] [--wait D] [--limit N] [--ttl D] [--grace D] [--verbose] NAME -- COMMAND [ARGS...]", nil, runLock},
+	{"elect", "[--value V] [--wait D] [--ttl D] [--grace D] [--verbose] NAME -- COMMAND [ARGS...]", nil, runElect},
 	{"status", "[--json]", nil, runStatus},
 	{"locks", "[--prefix P] [--stale] [--json]", nil, runLocks},
 	{"get", "[--stale] [--json] NAME", nil, runGet},
@@ -28,6 +29,7 @@ var commands = []command{
 	{"member remove", "[--wait D] [--json] ID", nil, runMemberRemove},
 	{"member leave", "[--json] ID", nil, runMemberLeave},
 	{"watch", "[--timeout D] [--json] NAME", nil, runWatch},
+	{"leader", "[--watch] [--stale] [--json] NAME", nil, runLeader},
 	{"session create", "[--ttl D] [--name N] [--json]", nil, runSessionCreate},
 	{"session list", "[--json]", []string{"session ls"}, runSessionList},
 	{"session show", "[--json] ID", nil, runSessionShow},

@@ -1,7 +1,7 @@
 /*
 Lockctl is the command-line client of lockd. It runs cron and CI jobs under
-a lock, in the manner of flock(1) and `consul lock`, and shows the state of a
-cluster.
+a lock, in the manner of flock(1) and `consul lock`, runs a replica only
+while it is the elected leader, and shows the state of a cluster.
 
 Usage:
 
@@ -19,7 +19,7 @@ $LOCKD_TOKEN), --timeout (default 10s: give up on the cluster after it,
 retries included; watch: stop watching after it) and the TLS flags below.
 These flags may also come before the command (lockctl --token S locks).
 A command's flags may also follow its arguments (lockctl get NAME --json);
-lock takes them before NAME or between NAME and "--". A "--" before the
+lock and elect take them before NAME or between NAME and "--". A "--" before the
 arguments makes every word after it an argument, even one that starts
 with "-": a lock name may (lockctl get -- -odd/name), and so may the key
 of a session that an older leader drew. The token's secret
@@ -122,6 +122,20 @@ someone else: lockctl says which happened, sends the command SIGTERM, then
 SIGKILL after --grace, and exits 74. A single failed keepalive, or a leader
 election the session survives, does not count as lost.
 
+# lockctl elect and leader
+
+elect is lock with a value, for leader election: it campaigns for NAME
+with --value (what the leader says about itself, typically where to reach
+it), waits as a candidate and runs COMMAND only while elected, with lock's
+variables and LOCKD_VALUE; LOCKD_FENCING_TOKEN is the term. A leadership
+revoked or a session lost stops the command as lock does (exit 74); when
+the command ends, lockctl resigns and the next candidate is elected.
+
+leader NAME prints the leader's value, token and since when it leads
+(exit 1: nobody leads); --watch prints it, then each new leader or
+proclaimed value in token order until interrupted (Election.Observe of
+the Go client).
+
 # lockctl watch
 
 watch prints NAME's state, then one line per change of its holders, waiters
@@ -140,12 +154,12 @@ See docs/cli.md for every command and flag, with examples.
 
 # Exit codes
 
-	0        success (lock: the command exited 0)
+	0        success (lock, elect: the command exited 0)
 	1        a negative answer: check: the token is not valid; get: nobody
-	         holds or waits for NAME; session show/delete, release: no such
-	         session; release: the session does not hold NAME; member
-	         leave: no such member
-	1-125    lock: the command's own exit code
+	         holds or waits for NAME; leader: nobody leads NAME; session
+	         show/delete, release: no such session; release: the session
+	         does not hold NAME; member leave: no such member
+	1-125    lock, elect: the command's own exit code
 	64       usage error (bad flags or arguments)
 	65       the server refused the request: as invalid (e.g. a --limit that
 	         differs from the semaphore's), or member remove of a node the
@@ -155,18 +169,19 @@ See docs/cli.md for every command and flag, with examples.
 	         when its quorum is lost: "Quorum: lost (1 of 3 voters
 	         reachable: n1; a majority of 2 is needed)")
 	70       internal error (of lockctl or the server)
-	73       lock: not acquired within --wait (someone holds it)
-	74       lock: session lost, or the lock revoked, while the command ran
-	         (the command was stopped)
+	73       lock: not acquired within --wait (someone holds it); elect: not
+	         elected within --wait
+	74       lock, elect: session lost, or the lock revoked, while the
+	         command ran (the command was stopped)
 	75       a configured limit of the cluster refused the request (sessions,
 	         holds, waiters, waits: 429 limit_exceeded)
 	77       no valid token (401 unauthorized: none, unknown or deleted), or
 	         the token does not allow the request (403 forbidden)
 	78       configuration error: the node speaks HTTPS and lockctl was
 	         given no --ca-cert (LOCKD_CACERT)
-	126      lock: the command could not be started
-	127      lock: the command was not found
-	128+N    lock: the command was killed by signal N, or lockctl was
+	126      lock, elect: the command could not be started
+	127      lock, elect: the command was not found
+	128+N    lock, elect: the command was killed by signal N, or lockctl was
 	         interrupted by signal N before the command started
 */
 package main

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/lockd/lockd/api/client"
 )
@@ -47,6 +48,17 @@ func printJSON(w io.Writer, v any) int {
 // table returns a tabwriter for aligned columns on w.
 func table(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// valueText shows a hold's value in a table ("" for none, which orDash
+// shows as "-"): as it is, or quoted when it could be mistaken for
+// something else ("-", a character that is not printable or would break
+// the columns, such as a tab or a newline).
+func valueText(v string) string {
+	if v == "-" || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // orDash shows an empty field as "-" so that columns stay aligned.
@@ -151,22 +163,25 @@ func runLocks(e *env, args []string) int {
 		}
 		names := sessionNames(ctx, c, *stale)
 		w := table(e.stdout)
-		fmt.Fprintln(w, "NAME\tMODE\tHOLDERS\tWAITERS\tTOKEN\tLIMIT\tVERSION")
+		fmt.Fprintln(w, "NAME\tMODE\tHOLDERS\tWAITERS\tTOKEN\tLIMIT\tVERSION\tVALUE")
 		for _, l := range locks {
 			var mode client.Mode
 			var token uint64
-			var holders []string
+			var holders, values []string
 			for _, h := range l.Holders {
 				mode = h.Mode
 				token = max(token, h.Token)
 				holders = append(holders, names.label(h.Session))
+				if h.Value != "" {
+					values = append(values, valueText(h.Value))
+				}
 			}
 			tok := "-"
 			if token > 0 {
 				tok = strconv.FormatUint(token, 10)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", l.Name, orDash(string(mode)),
-				orDash(strings.Join(holders, ",")), len(l.Waiters), tok, l.Limit, l.Version)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", l.Name, orDash(string(mode)),
+				orDash(strings.Join(holders, ",")), len(l.Waiters), tok, l.Limit, l.Version, orDash(strings.Join(values, ",")))
 		}
 		w.Flush()
 		if e.token.Secret() != "" {
@@ -204,10 +219,10 @@ func runGet(e *env, args []string) int {
 		fmt.Fprintf(w, "Version:\t%d\n", l.Version)
 		fmt.Fprintf(w, "Limit:\t%d\n", l.Limit)
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "HOLDER SESSION\tMODE\tWEIGHT\tCOUNT\tTOKEN")
+		fmt.Fprintln(w, "HOLDER SESSION\tMODE\tWEIGHT\tCOUNT\tTOKEN\tVALUE")
 		names := sessionNames(ctx, c, *stale)
 		for _, h := range l.Holders {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", names.label(h.Session), h.Mode, h.Weight, h.Count, h.Token)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", names.label(h.Session), h.Mode, h.Weight, h.Count, h.Token, orDash(valueText(h.Value)))
 		}
 		if len(l.Waiters) > 0 {
 			fmt.Fprintln(w)

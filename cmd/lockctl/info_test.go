@@ -167,6 +167,13 @@ func TestUsage(t *testing.T) {
 		{"lock", "--read", "--limit", "2", "x", "--", "true"},
 		{"lock", "--ttl", "10ms", "x", "--", "true"},
 		{"lock", "--wait", "-1s", "x", "--", "true"},
+		{"elect", "--read", "x", "--", "true"}, // an election is exclusive
+		{"elect", "--limit", "2", "x", "--", "true"},
+		{"elect", "--value", "v", "x"},
+		{"elect", "x", "--value", "v", "true"}, // a flag after NAME without "--"
+		{"leader"},
+		{"leader", "a", "b"},
+		{"leader", "--watch", "--stale", "x"},
 		{"get"},
 		{"check", "x"},
 		{"session"},

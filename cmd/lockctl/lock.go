@@ -45,8 +45,10 @@ func (w *waitFlag) Set(s string) error {
 	return nil
 }
 
-// lockOpts are the flags of lockctl lock.
+// lockOpts are the flags of lockctl lock and lockctl elect.
 type lockOpts struct {
+	elect   bool   // elect: an exclusive hold with a value, as a candidate
+	value   string // elect's --value
 	read    bool
 	wait    waitFlag
 	limit   int
@@ -77,20 +79,43 @@ Exit codes of lock:
   126, 127            the command could not be run / was not found
 `
 
-func runLock(e *env, args []string) int {
-	var o lockOpts
+const electHelp = `
+Campaigns for NAME with --value (what the leader says about itself, such
+as where to reach it: lockctl leader NAME prints it) and runs COMMAND only
+while elected: it queues as a candidate, and once elected runs COMMAND
+with LOCKD_LOCK, LOCKD_FENCING_TOKEN (the term), LOCKD_SESSION and
+LOCKD_VALUE in its environment; resigns when it ends. Flags go before
+NAME, or between NAME and "--". SIGINT, SIGTERM and SIGHUP are forwarded
+to the command's process group. If the leadership is lost (an operator
+revokes it, the session is deleted or expires), the command gets SIGTERM,
+then SIGKILL after --grace, and lockctl exits 74.
+
+Exit codes of elect are those of lock; 73: not elected within --wait.
+`
+
+func runLock(e *env, args []string) int { return runHold(e, args, false) }
+
+func runElect(e *env, args []string) int { return runHold(e, args, true) }
+
+// runHold is lock, and elect: lock with a value, exclusive, that says
+// "elected" where lock says "acquired".
+func runHold(e *env, args []string, elect bool) int {
+	o := lockOpts{elect: elect}
 	fs := e.flags(false)
-	fs.BoolVar(&o.read, "read", false, "take a shared (read) lock instead of an exclusive one")
-	fs.Var(&o.wait, "wait", "longest `duration` to wait for the lock: 0 tries once; unset: as long as it takes")
-	fs.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of `N` permits and take one (at most N jobs at once)")
-	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL: how long the lock outlives a lockctl that stops keeping it alive")
-	fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost session, how long before SIGKILL")
-	fs.BoolVar(&o.verbose, "verbose", false, "while waiting, print progress to stderr every few seconds (always when stderr is a terminal)")
-	usage := fs.Usage
-	fs.Usage = func() {
-		usage()
-		fmt.Fprint(e.stderr, lockHelp)
+	help := lockHelp
+	if elect {
+		help = electHelp
+		fs.StringVar(&o.value, "value", "", "what the leader says about itself, typically where to reach it (UTF-8, at most 4096 bytes)")
+		fs.Var(&o.wait, "wait", "longest `duration` to wait as a candidate: 0 leads only if nobody does; unset: as long as it takes")
+	} else {
+		fs.BoolVar(&o.read, "read", false, "take a shared (read) lock instead of an exclusive one")
+		fs.Var(&o.wait, "wait", "longest `duration` to wait for the lock: 0 tries once; unset: as long as it takes")
+		fs.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of `N` permits and take one (at most N jobs at once)")
 	}
+	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL: how long the hold outlives a lockctl that stops keeping it alive")
+	fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost hold, how long before SIGKILL")
+	fs.BoolVar(&o.verbose, "verbose", false, "while waiting, print progress to stderr every few seconds (always when stderr is a terminal)")
+	e.note(fs, help)
 	// Flags before NAME here; those between NAME and "--" are parsed by
 	// commandAfterName (what follows NAME may be the command itself).
 	if code, ok := e.parseHead(fs, args); !ok {
@@ -128,7 +153,7 @@ func commandAfterName(fs *flag.FlagSet, rest []string) ([]string, error) {
 	end := slices.Index(rest, "--")
 	if end < 0 {
 		if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
-			return nil, fmt.Errorf("%q after NAME: put flags before NAME, or before \"--\" (lockctl lock [flags] NAME [flags] -- COMMAND)", rest[0])
+			return nil, fmt.Errorf("%q after NAME: put flags before NAME, or before \"--\" (lockctl %s [flags] NAME [flags] -- COMMAND)", rest[0], fs.Name())
 		}
 		return rest, nil
 	}
@@ -146,7 +171,7 @@ func (e *env) lock(o *lockOpts) int {
 	// Resolve the command first: no point holding a lock for a typo.
 	path, err := exec.LookPath(o.argv[0])
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
 		if errors.Is(err, exec.ErrNotFound) {
 			return exitNotFound
 		}
@@ -161,7 +186,7 @@ func (e *env) lock(o *lockOpts) int {
 
 	c, err := e.client()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
 		return exitUsage
 	}
 	s, grant, code := e.acquire(c, o, sigc)
@@ -175,7 +200,7 @@ func (e *env) lock(o *lockOpts) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.Close(ctx); err != nil {
-			fmt.Fprintf(e.stderr, "lockctl lock: releasing %s: %v (it is released when the session TTL of %v runs out)\n", o.name, err, o.ttl)
+			fmt.Fprintf(e.stderr, "lockctl %s: releasing %s: %v (it is released when the session TTL of %v runs out)\n", e.cmd.name, o.name, err, o.ttl)
 		}
 	}()
 	if grant == nil {
@@ -222,7 +247,7 @@ func (e *env) acquire(c *client.Client, o *lockOpts, sigc <-chan os.Signal) (*cl
 	if code != exitNotAcquired {
 		return s, nil, e.fail(err)
 	}
-	fmt.Fprintf(e.stderr, "lockctl lock: %s not acquired within %v: %s\n", o.name, o.wait.String(), e.holders(c, o.name))
+	fmt.Fprintf(e.stderr, "lockctl %s: %s not %s within %v: %s\n", e.cmd.name, o.name, o.had(), o.wait.String(), e.holders(c, o.name))
 	return s, nil, code
 }
 
@@ -247,7 +272,7 @@ func (e *env) watchWait(ctx context.Context, cancel context.CancelFunc, name str
 			case <-sessionDone:
 				cancel()
 			case sig := <-sigc:
-				fmt.Fprintf(e.stderr, "lockctl lock: %v while waiting for %s; giving up\n", sig, name)
+				fmt.Fprintf(e.stderr, "lockctl %s: %v while waiting for %s; giving up\n", e.cmd.name, sig, name)
 				w.signal.Store(int32(sig.(syscall.Signal)))
 				cancel()
 			case <-ctx.Done():
@@ -273,7 +298,7 @@ func sessionName(argv []string) string {
 // --wait (unset: until ctx ends). waited reports that the --wait
 // deadline passed.
 func takeLock(ctx context.Context, s *client.Session, o *lockOpts, timeout time.Duration) (g *client.Grant, waited bool, err error) {
-	spec := client.LockSpec{Name: o.name, Mode: client.Write}
+	spec := client.LockSpec{Name: o.name, Mode: client.Write, Value: o.value}
 	if o.read {
 		spec.Mode = client.Read
 	}
@@ -310,7 +335,7 @@ func (e *env) holders(c *client.Client, name string) string {
 	}
 	var parts []string
 	for _, h := range info.Holders {
-		p := fmt.Sprintf("%s (%s, token %d", sessionText(h.Session), h.Mode, h.Token)
+		p := fmt.Sprintf("%s (%s", sessionText(h.Session), holdText(h))
 		if h.Session != "" {
 			if si, err := c.GetSession(ctx, h.Session); err == nil && si.Name != "" {
 				p += ", " + strconv.Quote(si.Name)
@@ -338,13 +363,16 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 		"LOCKD_FENCING_TOKEN="+strconv.FormatUint(g.TokenFor(o.name), 10),
 		"LOCKD_SESSION="+s.ID(),
 	)
+	if o.elect {
+		cmd.Env = append(cmd.Env, "LOCKD_VALUE="+o.value)
+	}
 	setProcAttr(cmd)
 	// Pdeathsig fires when the thread that forked the child exits: keep
 	// this goroutine on its thread while the child runs.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(e.stderr, "lockctl lock: %v\n", err)
+		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
 		return exitCannotExec
 	}
 	waitc := make(chan error, 1)
@@ -368,15 +396,15 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 			if s.Err() != nil {
 				what = fmt.Sprintf("session %s lost (%v)", s.ID(), s.Err())
 			}
-			fmt.Fprintf(e.stderr, "lockctl lock: %s: %s may be held by someone else now; stopping the command (SIGTERM, SIGKILL after %v)\n",
-				what, o.name, o.grace)
+			fmt.Fprintf(e.stderr, "lockctl %s: %s: %s; stopping the command (SIGTERM, SIGKILL after %v)\n",
+				e.cmd.name, what, o.someoneElse(), o.grace)
 			signalJob(syscall.SIGTERM)
 			t := time.NewTimer(o.grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(e.stderr, "lockctl lock: command still running %v after SIGTERM; sending SIGKILL\n", o.grace)
+			fmt.Fprintf(e.stderr, "lockctl %s: command still running %v after SIGTERM; sending SIGKILL\n", e.cmd.name, o.grace)
 			signalJob(syscall.SIGKILL)
 		case err := <-waitc:
 			if sessionLost {
@@ -386,6 +414,22 @@ func (e *env) runUnderLock(o *lockOpts, path string, s *client.Session, g *clien
 			return commandExitCode(err, cmd)
 		}
 	}
+}
+
+// had says what lockctl did not get in time: the lock, or the election.
+func (o *lockOpts) had() string {
+	if o.elect {
+		return "elected"
+	}
+	return "acquired"
+}
+
+// someoneElse says what a lost hold means for o.name.
+func (o *lockOpts) someoneElse() string {
+	if o.elect {
+		return "another candidate may lead " + o.name + " now"
+	}
+	return o.name + " may be held by someone else now"
 }
 
 // commandExitCode is the exit status of a finished command the way a shell

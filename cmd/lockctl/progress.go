@@ -44,7 +44,7 @@ func (e *env) progress(ctx context.Context, c *client.Client, s *client.Session,
 		if ctx.Err() != nil {
 			return
 		}
-		fmt.Fprintf(e.stderr, "lockctl lock: waiting %v for %s: %s\n", time.Since(start).Round(time.Second), name, queueText(l, err, s.ID()))
+		fmt.Fprintf(e.stderr, "lockctl %s: waiting %v for %s: %s\n", e.cmd.name, time.Since(start).Round(time.Second), name, queueText(l, err, s.ID()))
 	}
 }
 
@@ -62,7 +62,7 @@ func queueText(l *client.LockInfo, err error, me string) string {
 	}
 	var holders []string
 	for _, h := range l.Holders {
-		holders = append(holders, fmt.Sprintf("%s (%s, token %d)", sessionText(h.Session), h.Mode, h.Token))
+		holders = append(holders, fmt.Sprintf("%s (%s)", sessionText(h.Session), holdText(h)))
 	}
 	place := "not queued yet"
 	if ahead >= 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -141,7 +142,7 @@ func describe(ev watchEvent) string {
 	} else {
 		hs := make([]string, len(ev.Holders))
 		for i, h := range ev.Holders {
-			hs[i] = fmt.Sprintf("%s (%s%s, token %d)", cmp.Or(h.Session, anotherTokens), h.Mode, weight(h.Weight), h.Token)
+			hs[i] = fmt.Sprintf("%s (%s)", cmp.Or(h.Session, anotherTokens), holdText(h))
 		}
 		b.WriteString("held by " + strings.Join(hs, ", "))
 	}
@@ -156,6 +157,17 @@ func describe(ev watchEvent) string {
 		fmt.Fprintf(&b, "; limit %d", ev.Limit)
 	}
 	return b.String()
+}
+
+// holdText describes a hold, for lockctl's sentences: mode, weight above
+// 1, token, and value when it has one ("write x2, token 17, value
+// \"10.0.0.7:8080\"").
+func holdText(h client.Holder) string {
+	s := fmt.Sprintf("%s%s, token %d", h.Mode, weight(h.Weight), h.Token)
+	if h.Value != "" {
+		s += ", value " + strconv.Quote(h.Value)
+	}
+	return s
 }
 
 // weight shows a semaphore weight above 1 as " x2".
