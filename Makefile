@@ -18,6 +18,7 @@ FAULTS_TAG = lockd_faults
 FAULTS_SRC_PKGS = $(sort $(addprefix ./,$(dir $(patsubst ./%,%,$(shell grep -rlE --include='*.go' '^//go:build .*$(FAULTS_TAG)' .)))))
 
 vet:
+	@! git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . 2>/dev/null || { echo "vet: a merge's conflict markers are committed (above)"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags $(FAULTS_TAG) $(FAULTS_SRC_PKGS)
 
