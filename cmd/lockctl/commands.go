@@ -19,8 +19,8 @@ type command struct {
 // each command's own usage line, the dispatch and where the flags given
 // before a command go all come from it.
 var commands = []command{
-	{"lock", "[--read] [--wait D] [--limit N] [--ttl D] [--grace D] [--verbose] NAME -- COMMAND [ARGS...]", nil, runLock},
-	{"elect", "[--value V] [--wait D] [--ttl D] [--grace D] [--verbose] NAME -- COMMAND [ARGS...]", nil, runElect},
+	{"lock", "[--read] [--wait D] [--limit N] [--ttl D] [--grace D] [--verbose] NAME [-- COMMAND [ARGS...]]", nil, runLock},
+	{"elect", "[--value V] [--wait D] [--ttl D] [--grace D] [--verbose] NAME [-- COMMAND [ARGS...]]", nil, runElect},
 	{"status", "[--json]", nil, runStatus},
 	{"locks", "[--prefix P] [--stale] [--json]", nil, runLocks},
 	{"get", "[--stale] [--json] NAME", nil, runGet},

@@ -104,6 +104,12 @@ from lockctl's environment, if it is there.)
 The session is kept alive while the command runs and deleted when it ends,
 which releases the lock; lockctl then exits with the command's exit code.
 
+A command given as one word with spaces (lockctl lock x -- "make && deploy")
+is run by /bin/sh -c, as consul lock does. Without a command, lock prints
+NAME and its fencing token once it holds it, and holds it until interrupted
+(SIGINT, SIGTERM or SIGHUP: exit 0) or lost (exit 74), as etcdctl lock
+does; so does elect.
+
 By default lock waits for the lock as long as it takes, like flock(1) and
 `consul lock`; --wait 0 tries once, --wait 30s waits up to 30 seconds. If the
 lock is not had in time, lockctl names the holders and exits 73.

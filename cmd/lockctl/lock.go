@@ -63,7 +63,9 @@ const lockHelp = `
 Runs COMMAND while holding NAME, with LOCKD_LOCK, LOCKD_FENCING_TOKEN
 and LOCKD_SESSION in its environment; releases NAME when it ends. Flags go
 before NAME, or between NAME and "--". SIGINT, SIGTERM and SIGHUP are forwarded to the command's process
-group. If the session is lost or an operator revokes the lock, the command
+group. One word with spaces is run by /bin/sh -c ("make && deploy").
+Without COMMAND, prints NAME and its fencing token once held and holds
+it until interrupted (exit 0), as etcdctl lock does. If the session is lost or an operator revokes the lock, the command
 gets SIGTERM, then SIGKILL after --grace, and lockctl exits 74.
 
 Exit codes of lock:
@@ -89,6 +91,9 @@ NAME, or between NAME and "--". SIGINT, SIGTERM and SIGHUP are forwarded
 to the command's process group. If the leadership is lost (an operator
 revokes it, the session is deleted or expires), the command gets SIGTERM,
 then SIGKILL after --grace, and lockctl exits 74.
+
+Without COMMAND, prints NAME and the term's fencing token once elected and
+leads until interrupted, as etcdctl elect does.
 
 Exit codes of elect are those of lock; 73: not elected within --wait.
 `
@@ -130,9 +135,8 @@ func runHold(e *env, args []string, elect bool) int {
 	if o.argv, err = commandAfterName(fs, rest[1:]); err != nil {
 		return e.usageErr(fs, "%s", err)
 	}
+	o.argv = shellCommand(o.argv)
 	switch {
-	case len(o.argv) == 0:
-		return e.usageErr(fs, "missing COMMAND after --")
 	case o.limit < 0:
 		return e.usageErr(fs, "--limit must be positive")
 	case o.read && o.limit > 0:
@@ -166,16 +170,30 @@ func commandAfterName(fs *flag.FlagSet, rest []string) ([]string, error) {
 	return rest[end+1:], nil
 }
 
-// lock acquires, runs the command and releases.
+// shellCommand runs a command given as one word with spaces through the
+// shell, as consul lock does: `lockctl lock x -- "make && deploy"` means
+// what it says, not an executable named "make && deploy".
+func shellCommand(argv []string) []string {
+	if len(argv) == 1 && strings.ContainsAny(argv[0], " \t\n") {
+		return []string{"/bin/sh", "-c", argv[0]}
+	}
+	return argv
+}
+
+// lock acquires, runs the command (or, without one, holds until a
+// signal) and releases.
 func (e *env) lock(o *lockOpts) int {
 	// Resolve the command first: no point holding a lock for a typo.
-	path, err := exec.LookPath(o.argv[0])
-	if err != nil {
-		fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
-		if errors.Is(err, exec.ErrNotFound) {
-			return exitNotFound
+	var path string
+	if len(o.argv) > 0 {
+		var err error
+		if path, err = exec.LookPath(o.argv[0]); err != nil {
+			fmt.Fprintf(e.stderr, "lockctl %s: %v\n", e.cmd.name, err)
+			if errors.Is(err, exec.ErrNotFound) {
+				return exitNotFound
+			}
+			return exitCannotExec
 		}
-		return exitCannotExec
 	}
 
 	// Catch signals from the start: before the command runs they abandon
@@ -206,7 +224,27 @@ func (e *env) lock(o *lockOpts) int {
 	if grant == nil {
 		return code
 	}
+	if len(o.argv) == 0 {
+		return e.holdUntilSignal(o, grant, sigc)
+	}
 	return e.runUnderLock(o, path, s, grant, sigc)
+}
+
+// holdUntilSignal is lock without a command, as etcdctl lock and elect
+// are: it prints the name and fencing token and holds until SIGINT,
+// SIGTERM or SIGHUP (exit 0, the hold released), or until the hold is
+// lost (exit 74).
+func (e *env) holdUntilSignal(o *lockOpts, g *client.Grant, sigc <-chan os.Signal) int {
+	fmt.Fprintf(e.stdout, "%s %d\n", o.name, g.TokenFor(o.name))
+	fmt.Fprintf(e.stderr, "lockctl %s: %s %s (fencing token %d); holding it until interrupted\n",
+		e.cmd.name, o.name, o.had(), g.TokenFor(o.name))
+	select {
+	case <-sigc:
+		return exitOK
+	case <-g.Lost():
+		fmt.Fprintf(e.stderr, "lockctl %s: %s lost (%v): %s\n", e.cmd.name, o.name, g.LostErr(), o.someoneElse())
+		return exitSessionLost
+	}
 }
 
 // acquire creates the session and takes the lock. It returns the session
@@ -286,6 +324,9 @@ func (e *env) watchWait(ctx context.Context, cancel context.CancelFunc, name str
 // sessionName says which lockctl holds the lock, for lockctl info and
 // for a waiting lockctl's message.
 func sessionName(argv []string) string {
+	if len(argv) == 0 {
+		argv = []string{"(holding until interrupted)"}
+	}
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("lockctl %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
 	if len(name) > 200 {

@@ -87,8 +87,34 @@ func TestLockEnvAndExitCode(t *testing.T) {
 	if code, _, _ := lockctl(t, addr, "lock", "jobs/env", "--", "no-such-command-xyz"); code != exitNotFound {
 		t.Fatalf("missing command: exit %d, want %d", code, exitNotFound)
 	}
-	if code, _, _ := lockctl(t, addr, "lock", "jobs/env"); code != exitUsage {
-		t.Fatalf("no command: exit %d, want %d", code, exitUsage)
+	// One word with spaces is a shell command, as consul lock runs it.
+	if code, out, stderr := lockctl(t, addr, "lock", "jobs/env", "--", `echo "$LOCKD_LOCK" && echo two`); code != 0 || out != "jobs/env\ntwo\n" {
+		t.Fatalf("a shell command: exit %d, stdout %q, stderr %s", code, out, stderr)
+	}
+}
+
+// TestLockWithoutCommandHoldsUntilInterrupted: as etcdctl lock, lock
+// without a command prints the name and its token once held, holds it
+// until SIGINT (exit 0) and then releases it.
+func TestLockWithoutCommandHoldsUntilInterrupted(t *testing.T) {
+	addr := startDev(t)
+	p := startLockctl(t, addr, t.TempDir(), "lock", "jobs/hold")
+	waitFor(t, 30*time.Second, "the held line on stdout", func() bool { return strings.HasSuffix(p.stdout.String(), "\n") })
+	f := strings.Fields(p.stdout.String())
+	if len(f) != 2 || f[0] != "jobs/hold" || f[1] == "0" {
+		t.Fatalf("stdout %q, want the name and its fencing token", p.stdout.String())
+	}
+	if h := lockHolders(addr, "jobs/hold"); len(h) != 1 {
+		t.Fatalf("holders of jobs/hold while lockctl holds it: %v", h)
+	}
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != exitOK {
+		t.Fatalf("exit %d after SIGINT, want 0; stderr: %s", code, &p.stderr)
+	}
+	if h := lockHolders(addr, "jobs/hold"); len(h) != 0 {
+		t.Fatalf("jobs/hold still held after lockctl ended: %v", h)
 	}
 }
 
