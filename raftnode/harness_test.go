@@ -182,11 +182,13 @@ func (c *testCluster) live() []*testNode {
 	return out
 }
 
-// leader waits for a running node that leads with its duties ready.
+// leader waits for a running node that leads with its duties ready: up
+// to 30 s, since under provoked elections (LOCKD_TEST_TIMING) on a loaded
+// machine leaders come and go many times before one stays ready.
 func (c *testCluster) leader() *testNode {
 	c.t.Helper()
 	var l *testNode
-	waitFor(c.t, 10*time.Second, "a ready leader", func() bool {
+	waitFor(c.t, 30*time.Second, "a ready leader", func() bool {
 		l = c.readyLeader()
 		return l != nil
 	})
