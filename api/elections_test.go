@@ -144,12 +144,12 @@ func TestElectionAcceptance(t *testing.T) {
 		t.Errorf("leader since %v, want the grant's time", since)
 	}
 
-	// The lock view shows the values to the read token, the sessions only
-	// to their own.
+	// The lock view shows both values (the leader's, the candidate's) to
+	// the read token, the sessions only to their own.
 	var l wire.Lock
 	n2.as(reader.Secret, http.StatusOK, "GET", "/v1/locks/"+name, nil, &l)
 	if len(l.Holders) != 1 || l.Holders[0].Value != "10.0.0.7:8080" || l.Holders[0].Session != "" || l.Holders[0].Token != first.Token ||
-		len(l.Waiters) != 1 || l.Waiters[0].Session != "" {
+		len(l.Waiters) != 1 || l.Waiters[0].Session != "" || l.Waiters[0].Value != "10.0.0.8:8080" {
 		t.Fatalf("the lock as the read token sees it: %+v", l)
 	}
 	n0.as(svc.Secret, http.StatusOK, "GET", "/v1/locks/"+name, nil, &l)

@@ -73,7 +73,7 @@ func lockJSON(li lockstate.LockInfo, since sinceOf) wire.Lock {
 	}
 	for i, w := range li.Waiters {
 		l.Waiters[i] = wire.Waiter{Session: w.Key, RequestID: w.RequestID, Mode: wire.Mode(w.Mode.String()), Weight: w.Weight,
-			Since: since(w.Created)}
+			Since: since(w.Created), Value: w.Value}
 	}
 	return l
 }

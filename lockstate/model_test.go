@@ -1011,7 +1011,7 @@ func (m *refTable) dump() dumpState {
 		for _, r := range m.pending {
 			for _, sp := range r.specs {
 				if sp.Name == name {
-					dl.Waiters = append(dl.Waiters, Waiter{Session: r.sess, Key: PublicID(r.sess, ""), RequestID: r.id, Mode: sp.Mode, Weight: sp.Weight, Seq: r.seq, Created: r.created})
+					dl.Waiters = append(dl.Waiters, Waiter{Session: r.sess, Key: PublicID(r.sess, ""), RequestID: r.id, Mode: sp.Mode, Weight: sp.Weight, Seq: r.seq, Created: r.created, Value: sp.Value})
 				}
 			}
 		}

@@ -30,6 +30,7 @@ type Waiter struct {
 	Seq       uint64    `json:"seq"`
 	Owner     string    `json:"owner,omitempty"` // the session's token id ("" without ACLs)
 	Created   uint64    `json:"created"`         // index of the entry that queued the request
+	Value     string    `json:"value,omitempty"` // the value the request gives the hold it waits for (a candidate's)
 }
 
 // LockInfo describes one name: its holders and its waiters in arrival order.
@@ -72,7 +73,7 @@ func (n *node) info() LockInfo {
 	for e := n.queue().here.head; e != nil; e = e.next {
 		r := e.w.req
 		info.Waiters = append(info.Waiters, Waiter{Session: r.s.id, Key: r.s.publicKey(), RequestID: r.id, Mode: e.w.mode,
-			Weight: r.specs[e.w.spec].Weight, Seq: r.seq, Owner: r.s.owner, Created: r.created})
+			Weight: r.specs[e.w.spec].Weight, Seq: r.seq, Owner: r.s.owner, Created: r.created, Value: r.specs[e.w.spec].Value})
 	}
 	return info
 }

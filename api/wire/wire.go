@@ -319,6 +319,9 @@ type Waiter struct {
 	Mode      Mode      `json:"mode"`
 	Weight    int       `json:"weight"`
 	Since     time.Time `json:"since,omitzero"` // when it was queued (Since)
+	// Value is what the request gives the hold once granted: in an
+	// election, what this candidate will say about itself as leader.
+	Value string `json:"value"`
 }
 
 // Since fields say when a hold was granted, a request queued or a session

@@ -121,6 +121,7 @@ class Waiter:
     mode: str
     weight: int
     since: str = ""  # RFC 3339: when it was queued
+    value: str = ""  # the value it gives the hold once granted (a candidate's)
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class LockInfo:
                             h.get("token", 0), h.get("since", ""), h.get("value", ""))
                      for h in d.get("holders") or []],
             waiters=[Waiter(w["session"], w.get("request_id", ""), w.get("mode", "write"), w.get("weight", 1),
-                            w.get("since", "")) for w in d.get("waiters") or []],
+                            w.get("since", ""), w.get("value", "")) for w in d.get("waiters") or []],
         )
 
 

@@ -63,6 +63,7 @@ def test_first_candidate_leads_second_queues(client: lockd.Client) -> None:
             assert leader.since
             info = client.get_lock(name)
             assert info is not None and [(h.session, h.value) for h in info.holders] == [(a.id, "10.0.0.7:8080")]
+            assert [(w.session, w.value) for w in info.waiters] == [(b.id, "10.0.0.8:8080")]
             assert [(h.name, h.value) for h in a.info().held] == [(name, "10.0.0.7:8080")]
         # Leaving the with block resigned: b is elected, with a larger token.
         lead_b: lockd.Leadership = second.result()
