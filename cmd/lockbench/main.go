@@ -192,6 +192,8 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 	if err != nil {
 		return err
 	}
+	fmt.Printf("%d sessions opened in %v (%.0f/s) by %d clients, kept alive meanwhile\n", o.keepalive, r.opened.Round(time.Millisecond),
+		float64(o.keepalive)/r.opened.Seconds(), conns)
 	fmt.Printf("%d sessions (TTL %v, kept alive every %v): %.0f keepalives/s, p50 %v, p99 %v, max %v, %d errors\n",
 		o.keepalive, o.ttl, o.ttl/3, float64(r.sent)/r.elapsed.Seconds(), r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.errors)
 	for _, node := range nodes {

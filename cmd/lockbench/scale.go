@@ -45,6 +45,7 @@ type keepaliveResult struct {
 	memory       map[string]nodeMemory
 	heapBefore   map[string]float64 // Go heap in use before the sessions were opened
 	lost         int                // sessions not in the cluster's session list at the end
+	opened       time.Duration      // how long opening every session took
 	failover     *failoverResult
 }
 
@@ -114,6 +115,7 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	r.heapBefore = heapInUse(run.hc, a, nodes)
 
 	var created, done sync.WaitGroup
+	start := time.Now()
 	for w := range cfg.conns {
 		created.Add(1)
 		done.Add(1)
@@ -122,6 +124,7 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	defer run.deleteAll()
 	defer func() { close(run.stop); done.Wait() }()
 	created.Wait()
+	r.opened = time.Since(start)
 	if run.createErr != nil {
 		return nil, fmt.Errorf("open sessions: %w", run.createErr)
 	}
