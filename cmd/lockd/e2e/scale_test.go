@@ -147,4 +147,3 @@ func (m *manySessions) keepDue(ctx context.Context, mine []int, due map[int]time
 		due[i] = time.Now().Add(m.period)
 	}
 }
-
