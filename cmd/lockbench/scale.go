@@ -216,7 +216,14 @@ func (run *kaRun) worker(w int, created *sync.WaitGroup) {
 		now := time.Now()
 		switch {
 		case len(h) > 0 && !h[0].due.After(now):
-			backoff = run.keepalive(&h, backoff)
+			if pause := run.keepalive(&h, &backoff); pause > 0 {
+				timer.Reset(pause)
+				select {
+				case <-run.stop:
+					return
+				case <-timer.C:
+				}
+			}
 		case next < run.cfg.n:
 			if !run.create(&h, next) {
 				created.Done()
@@ -265,10 +272,13 @@ func (run *kaRun) create(h *dueHeap, i int) bool {
 }
 
 // keepalive sends the keepalive at the top of h and reschedules it: a
-// period later on success, after a backoff (or the node's Retry-After)
-// with jitter on a failure worth retrying, never for a session that is
-// gone. It returns the next backoff.
-func (run *kaRun) keepalive(h *dueHeap, backoff time.Duration) time.Duration {
+// period later on success, at once on a failure worth retrying (the next
+// attempt goes wherever the leader is by then), never for a session that
+// is gone. It returns the pause the worker takes before its next request:
+// none after an answer, else the backoff (or the node's Retry-After) with
+// jitter, so that a worker whose node is down or shedding waits instead
+// of failing every one of its due sessions in turn.
+func (run *kaRun) keepalive(h *dueHeap, backoff *time.Duration) time.Duration {
 	s := &(*h)[0]
 	sentAt := time.Now()
 	code, retryAfter, err := keepaliveOnce(run.hc, run.target(s.i)+"/v1/sessions/"+run.ids[s.i]+"/keepalive")
@@ -294,19 +304,18 @@ func (run *kaRun) keepalive(h *dueHeap, backoff time.Duration) time.Duration {
 		s.base = s.base.Add(run.period)
 		s.due = s.base.Add(jitter(run.period / 20))
 		heap.Fix(h, 0)
+		*backoff = 0
 		return 0
 	case code == http.StatusNotFound:
 		run.countFailure(measuring, killedAt)
 		run.gone.Add(1)
 		heap.Pop(h)
-		return backoff
+		return 0
 	default:
 		run.countFailure(measuring, killedAt)
-		backoff = min(max(2*backoff, 50*time.Millisecond), run.period/4)
-		wait := cmp.Or(retryAfter, backoff)
-		s.due = time.Now().Add(wait/2 + time.Duration(rand.Int64N(int64(wait))))
-		heap.Fix(h, 0)
-		return backoff
+		*backoff = min(max(2**backoff, 20*time.Millisecond), time.Second, run.period/4)
+		wait := cmp.Or(retryAfter, *backoff)
+		return wait/2 + time.Duration(rand.Int64N(int64(wait)))
 	}
 }
 
