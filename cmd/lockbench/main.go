@@ -5,12 +5,19 @@
 //	lockbench --spawn 3 --tls --clients 16
 //	lockbench --addrs 127.0.0.1:7001,127.0.0.1:7002 --clients 16
 //	lockbench --addrs 127.0.0.1:7001 --ca-cert certs/ca.pem --clients 16
+//	lockbench --spawn 3 --keepalive 100000 --ttl 60s --clients 64 --duration 120s [--failover]
 //
 // Each client opens a session and repeats: acquire its own name (no
 // contention), release it. A pair is one acquire plus one release, two log
 // entries. With --spawn it starts a local cluster of real lockd processes
 // (fsync on) in a temporary directory and stops it at the end; otherwise it
 // uses the nodes in --addrs. Clients go to the leader unless --spread.
+//
+// With --keepalive N it opens N sessions of TTL --ttl instead and keeps
+// each alive every third of it on an even schedule (a random phase per
+// session, a little jitter), from the moment it is opened; --failover
+// kills the leader halfway through and reports the sessions lost and how
+// long until every session was kept alive again.
 //
 // With --spawn, --tls makes a CA, a node certificate per node and a gossip
 // key in the cluster's directory and starts every node with them: the HTTP
