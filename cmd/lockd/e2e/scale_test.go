@@ -96,8 +96,7 @@ func (m *manySessions) worker(ctx context.Context, t *testing.T, w, workers int,
 	var mine []int
 	due := map[int]time.Time{}
 	for i := w; i < len(m.ids); i += workers {
-		live := *m.live.Load()
-		id, err := m.c.api.createSession(ctx, live[i%len(live)], ttl.String())
+		id, err := m.create(ctx, i, ttl)
 		if err != nil {
 			t.Errorf("create session %d: %v", i, err)
 			created.Done()
@@ -115,6 +114,22 @@ func (m *manySessions) worker(ctx context.Context, t *testing.T, w, workers int,
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// create opens session i through the running nodes in turn, again after
+// an answer that there is no leader (a loaded machine's election) for up
+// to a minute. An attempt whose outcome stayed unknown may leave a
+// session nobody keeps alive; it expires, and is none of m.ids.
+func (m *manySessions) create(ctx context.Context, i int, ttl time.Duration) (string, error) {
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		live := *m.live.Load()
+		id, err := m.c.api.createSession(ctx, live[(i+attempt)%len(live)], ttl.String())
+		if err == nil || errCode(err) != "no_leader" || time.Now().After(deadline) {
+			return id, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
