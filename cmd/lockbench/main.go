@@ -5,12 +5,19 @@
 //	lockbench --spawn 3 --tls --clients 16
 //	lockbench --addrs 127.0.0.1:7001,127.0.0.1:7002 --clients 16
 //	lockbench --addrs 127.0.0.1:7001 --ca-cert certs/ca.pem --clients 16
+//	lockbench --spawn 3 --keepalive 100000 --ttl 60s --clients 64 --duration 120s [--failover]
 //
 // Each client opens a session and repeats: acquire its own name (no
 // contention), release it. A pair is one acquire plus one release, two log
 // entries. With --spawn it starts a local cluster of real lockd processes
 // (fsync on) in a temporary directory and stops it at the end; otherwise it
 // uses the nodes in --addrs. Clients go to the leader unless --spread.
+//
+// With --keepalive N it opens N sessions of TTL --ttl instead and keeps
+// each alive every third of it on an even schedule (a random phase per
+// session, a little jitter), from the moment it is opened; --failover
+// kills the leader halfway through and reports the sessions lost and how
+// long until every session was kept alive again.
 //
 // With --spawn, --tls makes a CA, a node certificate per node and a gossip
 // key in the cluster's directory and starts every node with them: the HTTP
@@ -47,6 +54,8 @@ type options struct {
 	duration, warmup              time.Duration
 	spread, tls, shared           bool
 	keepalive, hold               int
+	ttl                           time.Duration
+	failover                      bool
 	lockdFlags                    string
 	caCert, clientCert, clientKey string
 	token                         string
@@ -68,8 +77,11 @@ func parseFlags() *options {
 		"report each node's memory; with --spawn also restart a follower once it holds a snapshot of them and time its catching up")
 	flag.StringVar(&o.lockdFlags, "lockd-flags", "", "with --spawn: more flags for every node, e.g. \"--snapshot-threshold 1024 --snapshot-interval 5s\"")
 	flag.BoolVar(&o.shared, "shared", false, "every client acquires the same name: each pair is a handoff, --clients N puts N-1 waiters on one name")
-	flag.IntVar(&o.keepalive, "keepalive", 0, "instead of pairs: open this many sessions (TTL 15s) and keep each alive every 5s, "+
-		"with the largest --clients count as the requests in flight; reports keepalives/s and each node's CPU %")
+	flag.IntVar(&o.keepalive, "keepalive", 0, "instead of pairs: open this many sessions (TTL --ttl) and keep each alive every third of it, "+
+		"with the largest --clients count as the requests in flight; reports keepalives/s, latency, errors, each node's CPU % and memory, and sessions lost")
+	flag.DurationVar(&o.ttl, "ttl", defaultKeepaliveTTL, "with --keepalive: the sessions' TTL")
+	flag.BoolVar(&o.failover, "failover", false, "with --keepalive and --spawn: kill the leader halfway through the measured window, follow the new one, "+
+		"and report the sessions lost and the time until every session was kept alive again")
 	flag.BoolVar(&o.tls, "tls", false, "with --spawn: run the cluster with TLS and a gossip key, and speak HTTPS")
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
@@ -110,6 +122,9 @@ func run() error {
 	if len(nodes) == 0 {
 		return errors.New("give --addrs or --spawn")
 	}
+	if o.failover && (o.keepalive == 0 || spawned == nil) {
+		return errors.New("--failover needs --keepalive and --spawn (lockbench kills the leader it started)")
+	}
 	leader, err := waitLeader(a, nodes, 30*time.Second) // also: the cluster is up
 	if err != nil {
 		return err
@@ -122,7 +137,7 @@ func run() error {
 		len(nodes), strings.Join(targets, ","), a.scheme(), o.duration)
 	switch {
 	case o.keepalive > 0:
-		return runKeepalives(a, targets, nodes, o, slices.Max(counts))
+		return runKeepalives(a, targets, nodes, spawned, o, slices.Max(counts))
 	case o.hold > 0:
 		return runHold(a, targets, nodes, leader, spawned, o.hold, slices.Max(counts))
 	}
@@ -175,15 +190,39 @@ func runHold(a api, targets, nodes []string, leader string, c *localCluster, n, 
 }
 
 // runKeepalives runs and prints the --keepalive workload.
-func runKeepalives(a api, targets, nodes []string, o *options, conns int) error {
-	r, err := keepalives(a, targets, nodes, o.keepalive, conns, keepaliveTTL, o.warmup, o.duration)
+func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, conns int) error {
+	cfg := keepaliveConfig{n: o.keepalive, conns: conns, ttl: o.ttl, warmup: o.warmup, d: o.duration, spread: o.spread}
+	if o.failover {
+		cfg.kill = c.kill
+	}
+	r, err := keepalives(a, targets, nodes, cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d sessions kept alive: %.0f keepalives/s, %d errors\n", o.keepalive, float64(r.sent)/r.elapsed.Seconds(), r.errors)
+	fmt.Printf("%d sessions opened in %v (%.0f/s) by %d clients, kept alive meanwhile\n", o.keepalive, r.opened.Round(time.Millisecond),
+		float64(o.keepalive)/r.opened.Seconds(), conns)
+	fmt.Printf("%d sessions (TTL %v, kept alive every %v): %.0f keepalives/s, p50 %v, p99 %v, max %v, %d errors\n",
+		o.keepalive, o.ttl, o.ttl/3, float64(r.sent)/r.elapsed.Seconds(), r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.errors)
 	for _, node := range nodes {
-		fmt.Printf("  %s: %.1f%% of one core\n", node, r.cpu[node])
+		cpu, ok := r.cpu[node]
+		if !ok {
+			fmt.Printf("  %s: killed\n", node)
+			continue
+		}
+		m := r.memory[node]
+		fmt.Printf("  %s: %.1f%% of one core, resident %.0f MB, Go heap in use %.0f MB (%.0f bytes per session more than before they were opened)\n",
+			node, cpu, m.rss/1e6, m.heap/1e6, (m.heap-r.heapBefore[node])/float64(o.keepalive))
 	}
+	if f := r.failover; f != nil {
+		fmt.Printf("failover: killed %s; every survivor named %s after %v; %d keepalives failed after the kill\n",
+			f.killed, f.leader, f.elected.Round(time.Millisecond), f.errors)
+		if f.rekept > 0 {
+			fmt.Printf("every session kept alive again %v after the kill\n", f.rekept.Round(time.Millisecond))
+		} else {
+			fmt.Printf("%d of %d sessions kept alive again by the end\n", f.rekeptN, o.keepalive)
+		}
+	}
+	fmt.Printf("sessions lost: %d\n", r.lost)
 	return nil
 }
 

@@ -5,58 +5,144 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// TestKeepalives: every session --keepalive opens is kept alive, each
-// node's CPU comes from its process_cpu_seconds_total, and every session
-// is closed at the end.
-func TestKeepalives(t *testing.T) {
-	var (
-		mu       sync.Mutex
-		created  int
-		kept     = map[string]int{}
-		deleted  int
-		cpuReads int
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case r.Method == http.MethodPost && r.URL.Path == "/v1/sessions":
-			created++
-			fmt.Fprintf(w, `{"id":"s%d"}`, created)
-		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keepalive"):
-			kept[strings.Split(r.URL.Path, "/")[3]]++
-			fmt.Fprint(w, `{"ttl":"1s"}`)
-		case r.Method == http.MethodDelete:
-			deleted++
-		case r.URL.Path == "/metrics":
-			cpuReads++ // 0.5 core-seconds more at each read
-			fmt.Fprintf(w, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", 0.5*float64(cpuReads))
-		default:
-			w.WriteHeader(http.StatusNotFound)
+// fakeNodes is a fake cluster for --keepalive: sessions shared by every
+// node, a leader that kill moves to the next node, and /metrics that
+// grows by half a core-second at each read.
+type fakeNodes struct {
+	t        *testing.T
+	mu       sync.Mutex
+	srvs     []*httptest.Server
+	addrs    []string
+	leader   int
+	dead     map[int]bool
+	created  int
+	live     map[string]bool
+	kept     map[string]int // keepalives per session
+	keptBy   map[string]int // keepalives per node address
+	cpuReads map[int]int
+}
+
+func newFakeNodes(t *testing.T, n int) *fakeNodes {
+	f := &fakeNodes{t: t, dead: map[int]bool{}, live: map[string]bool{}, kept: map[string]int{}, keptBy: map[string]int{}, cpuReads: map[int]int{}}
+	for i := range n {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(i, w, r) }))
+		t.Cleanup(srv.Close)
+		f.srvs = append(f.srvs, srv)
+		f.addrs = append(f.addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	return f
+}
+
+func (f *fakeNodes) serve(node int, w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dead[node] {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/sessions":
+		f.created++
+		id := fmt.Sprintf("s%d", f.created)
+		f.live[id] = true
+		fmt.Fprintf(w, `{"id":%q}`, id)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keepalive"):
+		id := strings.Split(r.URL.Path, "/")[3]
+		if node != f.leader {
+			f.t.Errorf("keepalive to %s, not the leader %s", f.addrs[node], f.addrs[f.leader])
 		}
-	}))
-	defer srv.Close()
-	node := strings.TrimPrefix(srv.URL, "http://")
-	r, err := keepalives(api{}, []string{node}, []string{node}, 20, 4, 300*time.Millisecond, 100*time.Millisecond, time.Second)
+		f.kept[id]++
+		f.keptBy[f.addrs[node]]++
+		fmt.Fprint(w, `{"ttl":"1s"}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/sessions":
+		var ids []string
+		for id := range f.live {
+			if r.URL.Query().Get("after") == "" {
+				ids = append(ids, fmt.Sprintf(`{"id":%q}`, id))
+			}
+		}
+		fmt.Fprintf(w, "[%s]", strings.Join(ids, ","))
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/status":
+		fmt.Fprintf(w, `{"leader":{"http_addr":%q}}`, f.addrs[f.leader])
+	case r.Method == http.MethodDelete:
+		delete(f.live, strings.Split(r.URL.Path, "/")[3])
+	case r.URL.Path == "/metrics":
+		f.cpuReads[node]++
+		fmt.Fprintf(w, "process_cpu_seconds_total %g\nprocess_resident_memory_bytes 2e+08\ngo_memstats_heap_inuse_bytes 1e+08\n",
+			0.5*float64(f.cpuReads[node]))
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// kill makes the node at addr refuse everything and the next node lead.
+func (f *fakeNodes) kill(addr string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.addrs, addr)
+	if i != f.leader {
+		f.t.Errorf("killed %s, not the leader %s", addr, f.addrs[f.leader])
+	}
+	f.dead[i] = true
+	f.leader = (i + 1) % len(f.addrs)
+	return nil
+}
+
+// TestKeepalives: every session --keepalive opens is kept alive, each
+// node's CPU comes from its process_cpu_seconds_total, no session is
+// lost, and every session is closed at the end.
+func TestKeepalives(t *testing.T) {
+	f := newFakeNodes(t, 1)
+	node := f.addrs[0]
+	r, err := keepalives(api{}, []string{node}, []string{node}, keepaliveConfig{n: 20, conns: 4, ttl: 300 * time.Millisecond,
+		warmup: 100 * time.Millisecond, d: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if created != 20 || deleted != 20 || len(kept) != 20 {
-		t.Fatalf("created %d, kept alive %d, deleted %d sessions; want 20 each", created, len(kept), deleted)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.created != 20 || len(f.live) != 0 || len(f.kept) != 20 {
+		t.Fatalf("created %d, kept alive %d, left open %d sessions; want 20, 20, 0", f.created, len(f.kept), len(f.live))
 	}
-	if r.sent == 0 || r.errors != 0 {
-		t.Fatalf("sent %d keepalives, %d errors", r.sent, r.errors)
+	if r.sent == 0 || r.errors != 0 || r.lost != 0 || len(r.lat) != int(r.sent) {
+		t.Fatalf("sent %d keepalives (%d latencies), %d errors, %d lost", r.sent, len(r.lat), r.errors, r.lost)
 	}
 	if got := r.cpu[node]; got < 49 || got > 51 {
 		t.Fatalf("cpu %.1f%%, want 50%% (0.5 core-seconds over 1s)", got)
+	}
+}
+
+// TestKeepalivesFailover: --failover kills the leader every node names,
+// the keepalives follow the new leader, and every session is kept alive
+// again there; none is lost.
+func TestKeepalivesFailover(t *testing.T) {
+	f := newFakeNodes(t, 3)
+	r, err := keepalives(api{}, []string{f.addrs[0]}, f.addrs, keepaliveConfig{n: 30, conns: 4, ttl: 300 * time.Millisecond,
+		warmup: 100 * time.Millisecond, d: 2 * time.Second, kill: f.kill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fo := r.failover
+	if fo == nil || fo.killed != f.addrs[0] || fo.leader != f.addrs[1] {
+		t.Fatalf("failover %+v; want %s killed and %s leading", fo, f.addrs[0], f.addrs[1])
+	}
+	if fo.rekeptN != 30 || fo.rekept <= 0 || r.lost != 0 {
+		t.Fatalf("%d sessions kept alive again (after %v), %d lost; want 30 and 0", fo.rekeptN, fo.rekept, r.lost)
+	}
+	if f.keptBy[f.addrs[1]] < 30 {
+		t.Fatalf("the new leader had %d keepalives, want one per session at least", f.keptBy[f.addrs[1]])
+	}
+	if _, ok := r.cpu[f.addrs[0]]; ok {
+		t.Fatalf("cpu reported for the killed node: %v", r.cpu)
 	}
 }
 

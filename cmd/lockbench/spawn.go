@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -230,4 +231,18 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// kill kills (SIGKILL: no goodbye to its peers) the node whose HTTP
+// address is addr and waits for it to exit. It stays down; stop skips it.
+func (c *localCluster) kill(addr string) error {
+	i := slices.Index(c.addrs, addr)
+	if i < 0 {
+		return fmt.Errorf("%s is none of the nodes lockbench started", addr)
+	}
+	if err := c.procs[i].Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", nodeID(i), err)
+	}
+	_ = c.procs[i].Wait() // "signal: killed"
+	return nil
 }
