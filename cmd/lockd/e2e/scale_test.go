@@ -17,6 +17,7 @@ import (
 // answers session_not_found, and a linearizable list of the sessions a
 // TTL and more after the election still holds every one of them.
 func TestManySessionsSurviveLeaderKill(t *testing.T) {
+	t.Parallel() // mostly waits (see main_test.go)
 	const (
 		n, workers = 2000, 16
 		ttl        = 10 * time.Second
