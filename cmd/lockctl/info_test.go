@@ -169,7 +169,7 @@ func TestUsage(t *testing.T) {
 		{"lock", "--wait", "-1s", "x", "--", "true"},
 		{"elect", "--read", "x", "--", "true"}, // an election is exclusive
 		{"elect", "--limit", "2", "x", "--", "true"},
-		{"elect", "--value", "v", "x"},
+		{"elect", "--value", "v", "--grace", "-1s", "x"},
 		{"elect", "x", "--value", "v", "true"}, // a flag after NAME without "--"
 		{"leader"},
 		{"leader", "a", "b"},

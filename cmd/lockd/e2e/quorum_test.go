@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -74,8 +76,11 @@ func TestQuorumLossNamedAtOnce(t *testing.T) {
 	}
 }
 
-// freeze SIGSTOPs the nodes' processes and returns when; they are thawed
-// (SIGCONT) when the test ends, whatever happens, before they are killed.
+// freeze SIGSTOPs the nodes' processes and returns when the last of them
+// has stopped (a signal is delivered later than kill returns: on a loaded
+// machine a node may still answer a write sent just after it); they are
+// thawed (SIGCONT) when the test ends, whatever happens, before they are
+// killed.
 func freeze(t *testing.T, nodes ...*node) time.Time {
 	t.Helper()
 	for _, nd := range nodes {
@@ -86,8 +91,26 @@ func freeze(t *testing.T, nodes ...*node) time.Time {
 		if err := proc.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatalf("freeze %s: %v", nd.id, err)
 		}
+		eventually(t, 10*time.Second, nd.id+" stopped", func() (bool, string) {
+			state := procState(proc.Pid)
+			return state == "T" || state == "t", "state " + state
+		})
 	}
 	return time.Now()
+}
+
+// procState is a process's state letter in /proc/PID/stat (T: stopped).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return err.Error()
+	}
+	// The state follows the command name, which is in parentheses and
+	// may hold spaces: it is the first field after the last ')'.
+	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // thaw SIGCONTs frozen nodes.
