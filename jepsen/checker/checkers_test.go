@@ -170,6 +170,30 @@ func TestLinearizable(t *testing.T) {
 			h.lost(1)
 			h.release(2, "a")
 		}, true, ""},
+		{"lost by its keepalives: the cluster shows its hold until the close deletes it", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.acquire(1, wl("b"))
+			h.done(1, history.Acquire, history.Fail, "timeout") // alive after the grant of a
+			h.lost(1)                                           // a margin before the cluster expires the session
+			h.observe(9, "a", held(1, "write", 1))
+			h.close(1, history.OK)
+			h.lock(2, "a", 5)
+			h.release(2, "a")
+		}, true, ""},
+		{"lost: its hold is seen after the close deleted it", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lost(1)
+			h.close(1, history.OK)
+			h.observe(9, "a", held(1, "write", 1))
+		}, false, ""},
+		{"lost after a not_held release: its hold is seen after the release", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.releaseInv(1, "a")
+			h.done(1, history.Release, history.Fail, "not_held")
+			h.lost(1)
+			h.observe(9, "a", held(1, "write", 1))
+			h.close(1, history.OK)
+		}, false, ""},
 		{"paused past TTL: release fails not_held", func(h *hb) {
 			h.lock(1, "a", 1)
 			h.lock(2, "a", 7)

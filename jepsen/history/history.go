@@ -63,8 +63,12 @@ const (
 	// ends. An info close leaves them to expire after the session TTL.
 	Close = "close"
 	// Lost is a single info event: the client learned that its session
-	// is gone (expired on the server). Its holds ended at some time
-	// between the session's creation and this event.
+	// is gone (the cluster said so), or gave up on it (no keepalive got
+	// through within its TTL, less a margin). Its holds ended, or end, at
+	// some time after the session was last known alive: a client gives
+	// up a margin before the cluster expires the session, so not
+	// necessarily before this event, but by the process's ok close, which
+	// deletes the session.
 	Lost = "lost"
 	// ResRead and ResWrite use the fenced resource under the locks named
 	// in Granted with their tokens. ok: accepted (Seq orders it among
