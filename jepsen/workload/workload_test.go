@@ -251,7 +251,7 @@ func TestFinalRoundIsBounded(t *testing.T) {
 // advertises the proxy, which the client follows as the leader.
 func TestLostSessionIsDeletedAtClose(t *testing.T) {
 	refused := make(chan string, 100) // sessions whose keepalives were refused
-	deleted := make(chan string, 100)
+	deleted := make(chan string, 100) // sessions deleted (answered)
 	var pass *httputil.ReverseProxy
 	proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, isKeepalive := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sessions/"), "/keepalive")
@@ -268,7 +268,9 @@ func TestLostSessionIsDeletedAtClose(t *testing.T) {
 			fmt.Fprint(w, `{"error":{"code":"no_leader","message":"refused by the test's proxy"}}`)
 			return
 		case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/sessions/"):
+			pass.ServeHTTP(w, r) // done before the test looks
 			deleted <- strings.TrimPrefix(r.URL.Path, "/v1/sessions/")
+			return
 		}
 		pass.ServeHTTP(w, r)
 	}))
