@@ -30,6 +30,7 @@ type Proc struct {
 	retired  bool
 	lostSeen bool // a lost event is recorded
 	acquires int  // acquires invoked
+	values   int  // values given (nextValue)
 	// deadline is the current grant's, with Env.HoldTTL: the resource is
 	// not used from deadlineMargin before it on.
 	deadline time.Time
@@ -104,7 +105,7 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 	}
 	specs := make([]client.LockSpec, len(locks))
 	for i, l := range locks {
-		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit}
+		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit, Value: l.Value}
 	}
 	p.acquires++
 	ttl := p.env().HoldTTL

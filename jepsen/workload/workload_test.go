@@ -309,3 +309,42 @@ func TestLostSessionIsDeletedAtClose(t *testing.T) {
 		t.Fatalf("the session after the worker's close: HTTP %d, want 404", resp.StatusCode)
 	}
 }
+
+// electionRun runs the election workload with hold TTLs against lockd
+// --dev started with flags: leaders now and then overstay their hold
+// and proclaim past it, as deposed leaders that do not know it. It
+// returns the election checker's result, every checker's, and the
+// history.
+func electionRun(t *testing.T, flags ...string) (*checker.Result, []checker.Result, []history.Event) {
+	t.Helper()
+	addr := startDev(t, flags...)
+	results, events := runWorkloadEnv(t, addr, "election", 12*time.Second, func(env *workload.Env) {
+		env.HoldTTL = 300 * time.Millisecond
+	})
+	for i, r := range results {
+		if r.Checker == "election" {
+			return &results[i], results, events
+		}
+	}
+	t.Fatal("no election checker in an election run")
+	return nil, nil, nil
+}
+
+// Leaders proclaim and observers follow them; a leader deposed by its
+// hold TTL is refused when it proclaims, and every checker finds the
+// history valid (TestUnsafeStaleProclaimIsCaught: the election checker
+// flags a lockd that lets it proclaim).
+func TestElectionWithDeposedLeaders(t *testing.T) {
+	election, results, events := electionRun(t)
+	for _, r := range results {
+		if !r.OK() {
+			t.Errorf("%s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+		}
+	}
+	if count(events, history.Proclaim, history.OK) == 0 || election.Counts["sightings"] == 0 {
+		t.Errorf("no proclaim acknowledged or no leader seen: %v", election.Counts)
+	}
+	if count(events, history.Proclaim, history.Fail) == 0 {
+		t.Error("no deposed leader's proclaim was refused")
+	}
+}
