@@ -257,6 +257,19 @@ func TestLinearizable(t *testing.T) {
 			h.lockTTL(1, "x", 9, time.Second)
 			h.release(1, "x")
 		}, false, ""},
+		{"a release answered ok after its hold's TTL: it may have expired first", func(h *hb) {
+			h.lockTTL(0, "x", 1, 100*time.Millisecond)
+			h.sleep(200 * time.Millisecond)
+			h.lockTTL(1, "x", 2, time.Second)
+			h.release(0, "x") // an attempt of unknown outcome, then the request read as released
+			h.release(1, "x")
+		}, true, ""},
+		{"a release answered ok before its hold's TTL: it held the lock", func(h *hb) {
+			h.lockTTL(0, "x", 1, time.Second)
+			h.lockTTL(1, "x", 2, time.Second)
+			h.release(0, "x")
+			h.release(1, "x")
+		}, false, ""},
 		{"another process takes the lock before the hold TTL's deadline", func(h *hb) {
 			h.lockTTL(0, "x", 1, time.Second)
 			h.lockTTL(1, "x", 2, time.Second)

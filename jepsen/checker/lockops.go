@@ -20,6 +20,11 @@ type LockInput struct {
 	Require string
 	Names   []string
 	Index   int // history index of the invoke (of the lost event)
+	// Expirable, on an ok release, says that every hold it names has a
+	// hold TTL that may have ended it before the release applied: after
+	// an attempt of unknown outcome the client reads the grant's request,
+	// which says "released" for a hold that expired too, and answers ok.
+	Expirable bool
 }
 
 // LockOutput is the outcome of a lock operation.
@@ -304,6 +309,8 @@ func (b *lockOpsBuilder) addAcquire(o op, p pendingOp) {
 
 // addRelease adds one operation per partition the names fall in.
 func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
+	d, ttl := b.ttlDeadline[o.inv.Index]
+	p.in.Expirable = ttl && p.out.Type == history.OK && d < p.ret
 	byPart := map[int][]string{}
 	var order []int
 	for _, n := range o.inv.Names {
@@ -322,7 +329,7 @@ func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
 	if p.out.Type != history.Fail || p.out.Error != "not_held" {
 		return
 	}
-	if d, ok := b.ttlDeadline[o.inv.Index]; ok && d < p.ret {
+	if ttl && d < p.ret {
 		return // their hold TTL ended them (addHoldExpiries); the session lives on
 	}
 	b.expireOnce(o.inv.Process, o.comp.Index, p.ret)
