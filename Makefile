@@ -137,8 +137,9 @@ doc-docker:
 # membership changes (ACLs on, with the intruder), checked to include a
 # clock and a membership fault; then four short negative controls side by
 # side that must be flagged: no-consensus, wall-clock, intruder-admin and
-# lone-replacement. Each run brings its cluster up, tears it down and
-# exits non-zero unless judged as expected.
+# lone-replacement, and beside them a 40 s election run under faults and
+# its control, stale-proclaim. Each run brings its cluster up, tears it
+# down and exits non-zero unless judged as expected.
 jepsen-smoke:
 	jepsen/smoke.sh
 

@@ -2,7 +2,9 @@
 # make jepsen-smoke (CI): one 3-node mutex run with every kind of fault —
 # partitions, kill, pause, clock steps and membership changes, each drawn
 # at least once — then the four negative controls side by side, on
-# clusters of their own (compose project, subnet and host ports). About
+# clusters of their own (compose project, subnet and host ports), and
+# beside them, on a fifth, a short election run under partitions, kills,
+# pauses and clock steps followed by its control, stale-proclaim. About
 # four minutes.
 #
 # Each control's nemesis aims at the condition it breaks, and lockjepsen
@@ -11,7 +13,7 @@
 # exercised") runs again with a new seed, at most twice; one that was
 # exercised and not flagged fails the smoke.
 #
-# `jepsen/smoke.sh controls` runs the four controls only.
+# `jepsen/smoke.sh controls` runs the controls and the election runs only.
 #
 # Exit status: non-zero if any run was not judged as expected.
 set -uo pipefail
@@ -60,10 +62,25 @@ control() {
 	return 1
 }
 
+# election SLOT: the election workload on cluster SLOT, 40 s under
+# partitions, kills, pauses and clock steps with hold TTLs (its leaders
+# deposed by them), which must be valid; then its negative control,
+# stale-proclaim, as control runs it.
+election() {
+	local slot=$1 log=jepsen/results/smoke-election.log rc
+	bin/lockjepsen --build=false --project "lockd-smoke-$slot" --subnet "10.77.7$slot" --port-prefix "19$slot" \
+		--nodes 3 --workload election --nemesis partition,kill,pause,clock --hold-ttl 3s \
+		--time 40s --interval 4s --fault-duration 6s >"$log" 2>&1
+	rc=$?
+	echo "exit $rc: election run ($(tail -n 1 "$log"))"
+	[ "$rc" = 0 ] || return 1
+	control "$slot" --workload election --nemesis none --hold-ttl 1s --time 20s --negative stale-proclaim
+}
+
 status=0
 pids=()
 # Each argument is one run's flags (split on spaces); the four run side by
-# side, each on its own cluster. Wall-clock: holds of 1-3 s with a hold
+# side, each on its own cluster, and the election runs on a fifth. Wall-clock: holds of 1-3 s with a hold
 # TTL of 10 s, so that a hold granted after a wait still counts when the
 # aimed step of the leader's clock (15 s) ends it, and sessions of 30 s,
 # which the step does not end. Lone-replacement: 90 s, room for a
@@ -78,6 +95,8 @@ for run in "--nemesis none --time 15s --negative no-consensus" \
 	pids+=($!)
 	slot=$((slot + 1))
 done
+election $slot &
+pids+=($!)
 for p in "${pids[@]}"; do
 	wait "$p" || status=1
 done

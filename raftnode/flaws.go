@@ -26,6 +26,7 @@ type flaws struct {
 	// machine, if set, is the state machine raft drives, made from the
 	// node's.
 	machine func(clockedFSM) raft.FSM
-	// propose, if set, changes a command before the leader stamps it.
-	propose func(lockstate.Command)
+	// propose, if set, changes a command before the leader stamps it; it
+	// may read the node's table.
+	propose func(*Node, lockstate.Command)
 }

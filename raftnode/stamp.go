@@ -23,7 +23,7 @@ const sessionKeyBytes = 16
 // key.
 func (n *Node) stamp(cmd lockstate.Command, format fsm.Format) error {
 	if flaw := n.cfg.flaws.propose; flaw != nil {
-		flaw(cmd)
+		flaw(n, cmd)
 	}
 	f := fsm.LeaderFieldsOf(cmd)
 	if f.Key != nil && format == formatUnknown {

@@ -107,3 +107,53 @@ func TestLeaderScopesRequestIDsByFormat(t *testing.T) {
 		})
 	}
 }
+
+// deposedProclaim has session a win name e with value "a" and resign,
+// session b win it with "b", and then a, the deposed leader, proclaim
+// "stale" with its old token, through a follower. It returns that
+// proclaim's answer, b's token, and the value b's hold has on each node
+// once they agree.
+func deposedProclaim(t *testing.T, tweak func(*Config)) (*lockstate.Result, uint64, []string) {
+	t.Helper()
+	c := newTestCluster(t, 3, tweak)
+	n := c.followers(c.leader())[0].get()
+	campaign := func(s lockstate.SessionID, value string) uint64 {
+		res, _ := propose(t, n, &lockstate.Acquire{Session: s, RequestID: "campaign-" + value,
+			Locks: []lockstate.LockSpec{{Name: "e", Mode: lockstate.Write, Value: value}}})
+		return res.Request.Token
+	}
+	a, b := createSession(t, n, time.Hour), createSession(t, n, time.Hour)
+	tokA := campaign(a, "a")
+	release(t, n, a, "e", tokA)
+	tokB := campaign(b, "b")
+	res, _ := proposeSettled(t, n, &lockstate.Proclaim{Session: a, Name: "e", Value: "stale", Token: tokA})
+	c.converged()
+	var values []string
+	for _, tn := range c.nodes {
+		tn.get().FSM().Read(func(tab *lockstate.Table) {
+			info, _ := tab.Lock("e")
+			if h, ok := info.Leader(); ok && h.Token == tokB {
+				values = append(values, h.Value)
+			}
+		})
+	}
+	if len(values) != len(c.nodes) {
+		t.Fatalf("b leads e on %d of %d nodes", len(values), len(c.nodes))
+	}
+	return res, tokB, values
+}
+
+// A deposed leader's proclaim is refused, and its successor keeps its
+// value (TestUnsafeStaleProclaimGivesTheValueToTheLeader: the negative
+// control does not).
+func TestDeposedLeaderCannotProclaim(t *testing.T) {
+	res, _, values := deposedProclaim(t, nil)
+	if res.Err == nil || res.Err.Code != lockstate.CodeNotHeld {
+		t.Fatalf("proclaim of the deposed leader: %+v, want not_held", res)
+	}
+	for _, v := range values {
+		if v != "b" {
+			t.Fatalf("the leader's value %q, want its own, \"b\"", v)
+		}
+	}
+}

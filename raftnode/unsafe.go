@@ -43,6 +43,12 @@ const (
 	// released or their session ends: the negative control of the jepsen
 	// hold-ttl checker.
 	UnsafeNoHoldTTL = "no-hold-ttl"
+	// UnsafeStaleProclaim gives a proclaim this node proposes as leader
+	// to whoever leads the name (holds it with the smallest token) when
+	// it is proposed, whatever session and token it came with: a deposed
+	// leader's value shows under its successor's token. The negative
+	// control of the jepsen election checker.
+	UnsafeStaleProclaim = "stale-proclaim"
 )
 
 // SetUnsafe gives the node c configures the unsafe mode named (one of
@@ -59,6 +65,8 @@ func (c *Config) SetUnsafe(mode string) error {
 		c.flaws = flaws{machine: func(m clockedFSM) raft.FSM { return &staleFSM{clockedFSM: m} }}
 	case UnsafeNoHoldTTL:
 		c.flaws = flaws{propose: dropHoldTTL}
+	case UnsafeStaleProclaim:
+		c.flaws = flaws{propose: staleProclaim}
 	default:
 		return fmt.Errorf("raftnode: no unsafe mode %q", mode)
 	}
@@ -111,8 +119,32 @@ func rarelySynced(n *Node, logs raft.LogStore) (raft.LogStore, error) {
 // dropHoldTTL takes the hold TTL off cmd, if it is an acquire
 // (UnsafeNoHoldTTL), before it is proposed: the table never ends its
 // holds by themselves.
-func dropHoldTTL(cmd lockstate.Command) {
+func dropHoldTTL(_ *Node, cmd lockstate.Command) {
 	if a, ok := cmd.(*lockstate.Acquire); ok {
 		a.HoldTTL = 0
 	}
+}
+
+// staleProclaim gives cmd, if it is a proclaim, to the session that
+// leads its name in n's table (UnsafeStaleProclaim), with that hold's
+// token and, so that the ACL check passes, that session's owner as its
+// authority: the table then never sees a proclaim of a session that
+// lost the name. Only the entry changes, so every node applies the
+// same.
+func staleProclaim(n *Node, cmd lockstate.Command) {
+	p, ok := cmd.(*lockstate.Proclaim)
+	if !ok {
+		return
+	}
+	n.fsm.Read(func(t *lockstate.Table) {
+		info, ok := t.Lock(p.Name)
+		if !ok {
+			return
+		}
+		h, ok := info.Leader()
+		if !ok {
+			return
+		}
+		p.Session, p.Token, p.Auth = h.Session, h.Token, h.Owner
+	})
 }

@@ -185,3 +185,18 @@ func TestUnsafeStaleSnapshotHoldsTheStateBefore(t *testing.T) {
 type readCloser struct{ *memorySink }
 
 func (readCloser) Close() error { return nil }
+
+// Under UnsafeStaleProclaim, the election checker's negative control, a
+// deposed leader's proclaim is accepted and gives its value to the leader
+// that followed it, under that leader's token, on every node.
+func TestUnsafeStaleProclaimGivesTheValueToTheLeader(t *testing.T) {
+	res, tokB, values := deposedProclaim(t, unsafeMode(t, UnsafeStaleProclaim))
+	if res.Err != nil || res.Proclaimed == nil || res.Proclaimed.Token != tokB {
+		t.Fatalf("proclaim of the deposed leader: %+v %+v, want accepted under token %d", res.Err, res.Proclaimed, tokB)
+	}
+	for _, v := range values {
+		if v != "stale" {
+			t.Fatalf("the leader's value %q, want the deposed leader's, \"stale\"", v)
+		}
+	}
+}

@@ -257,6 +257,46 @@ func TestReleaseOfUnknownOutcomeIsSettled(t *testing.T) {
 	}
 }
 
+// A release whose answer was lost, and whose request's state then says
+// nothing (here: not found), ends with the outcome unknown after one
+// look; it used to ask again and again without end, its error growing
+// with every look, until the process ran out of memory (a jepsen run's
+// harness, after a leader's leave).
+func TestReleaseOfUnknownOutcomeUnsettledIsUnknown(t *testing.T) {
+	var releases, gets atomic.Int32
+	c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/sessions":
+			fmt.Fprint(w, `{"id":"s1","ttl":"10s"}`)
+		case r.URL.Path == "/v1/acquire":
+			fmt.Fprint(w, `{"status":"granted","request_id":"r1","session":"s1","token":3,"granted":[{"name":"a","mode":"write","weight":1,"token":3}]}`)
+		case r.URL.Path == "/v1/release":
+			releases.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":"no_leader","message":"leadership lost"}}`)
+		case r.URL.Path == "/v1/requests/r1" && gets.Add(1) == 1:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"code":"request_not_found","message":"no request r1"}}`)
+		case r.URL.Path == "/v1/requests/r1": // a second look ends the loop it would be in
+			fmt.Fprint(w, `{"request_id":"r1","session":"s1","status":"released","token":3}`)
+		default:
+			fmt.Fprint(w, `{}`)
+		}
+	})
+	s := newSession(t, c, 10*time.Second)
+	ctx := ctxFor(t, 10*time.Second)
+	g, err := s.Lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Release(ctx, g)
+	if !errors.Is(err, client.ErrUnknownOutcome) || releases.Load() != 1 || gets.Load() != 1 {
+		t.Fatalf("release %v after %d sends and %d looks, want an unknown outcome after one of each", err, releases.Load(), gets.Load())
+	}
+}
+
 // An acquire whose answer is lost re-attaches with GET /v1/requests/{id}
 // naming its session: request ids are each session's own, and another
 // session of the same token may use the same one.

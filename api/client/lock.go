@@ -180,14 +180,15 @@ func (s *Session) Release(ctx context.Context, g *Grant) error {
 		// released once (its state says "released"), so asking for its
 		// state settles the doubt; resending blindly is safe too, but
 		// its not_held would not tell "released by the first send" from
-		// "revoked".
-		var done bool
-		if done, err = s.requestReleased(ctx, g.RequestID, err); done {
+		// "revoked". A state that settles nothing (unreadable, or neither
+		// granted nor released) leaves the outcome unknown: the error
+		// says so, and asking again would only loop.
+		done, rerr := s.requestReleased(ctx, g.RequestID, err)
+		if done || rerr != nil {
+			err = rerr
 			break
 		}
-		if err == nil {
-			err = s.c.release(ctx, body)
-		}
+		err = s.c.release(ctx, body)
 	}
 	if err != nil {
 		s.noteLost(err)

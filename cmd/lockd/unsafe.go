@@ -44,6 +44,7 @@ var unsafeModes = []unsafeMode{
 	{raftnode.UnsafeStaleSnapshot, "makes every snapshot hold the state of the one before it"},
 	{raftnode.UnsafeNoFsync, "acknowledges raft log writes before they are fsynced (--raft-log " + raftnode.LogBolt + " only)"},
 	{raftnode.UnsafeNoHoldTTL, "ignores hold TTLs: holds last until released"},
+	{raftnode.UnsafeStaleProclaim, "gives every proclaim to the name's current leader, whoever sent it"},
 }
 
 // The environment variables that set the flags' defaults, so that a

@@ -25,6 +25,7 @@ func TestUnsafeFlags(t *testing.T) {
 		{args: base + "--unsafe lying-disk", node: true},
 		{args: base + "--unsafe stale-snapshot", node: true},
 		{args: base + "--unsafe no-hold-ttl", node: true},
+		{args: base + "--unsafe stale-proclaim", node: true},
 		{args: base + "--unsafe no-fsync --raft-log bolt", node: true},
 		{args: base + "--unsafe no-fsync --raft-log wal", wantErr: "needs --raft-log bolt"},
 		{args: base + "--unsafe no-fsync", wantErr: "needs --raft-log bolt"},

@@ -170,6 +170,30 @@ func TestLinearizable(t *testing.T) {
 			h.lost(1)
 			h.release(2, "a")
 		}, true, ""},
+		{"lost by its keepalives: the cluster shows its hold until the close deletes it", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.acquire(1, wl("b"))
+			h.done(1, history.Acquire, history.Fail, "timeout") // alive after the grant of a
+			h.lost(1)                                           // a margin before the cluster expires the session
+			h.observe(9, "a", held(1, "write", 1))
+			h.close(1, history.OK)
+			h.lock(2, "a", 5)
+			h.release(2, "a")
+		}, true, ""},
+		{"lost: its hold is seen after the close deleted it", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.lost(1)
+			h.close(1, history.OK)
+			h.observe(9, "a", held(1, "write", 1))
+		}, false, ""},
+		{"lost after a not_held release: its hold is seen after the release", func(h *hb) {
+			h.lock(1, "a", 1)
+			h.releaseInv(1, "a")
+			h.done(1, history.Release, history.Fail, "not_held")
+			h.lost(1)
+			h.observe(9, "a", held(1, "write", 1))
+			h.close(1, history.OK)
+		}, false, ""},
 		{"paused past TTL: release fails not_held", func(h *hb) {
 			h.lock(1, "a", 1)
 			h.lock(2, "a", 7)
@@ -231,6 +255,19 @@ func TestLinearizable(t *testing.T) {
 			h.observe(1, "x", held(0, "write", 5))
 			h.done(0, history.Acquire, history.Info, "")
 			h.lockTTL(1, "x", 9, time.Second)
+			h.release(1, "x")
+		}, false, ""},
+		{"a release answered ok after its hold's TTL: it may have expired first", func(h *hb) {
+			h.lockTTL(0, "x", 1, 100*time.Millisecond)
+			h.sleep(200 * time.Millisecond)
+			h.lockTTL(1, "x", 2, time.Second)
+			h.release(0, "x") // an attempt of unknown outcome, then the request read as released
+			h.release(1, "x")
+		}, true, ""},
+		{"a release answered ok before its hold's TTL: it held the lock", func(h *hb) {
+			h.lockTTL(0, "x", 1, time.Second)
+			h.lockTTL(1, "x", 2, time.Second)
+			h.release(0, "x")
 			h.release(1, "x")
 		}, false, ""},
 		{"another process takes the lock before the hold TTL's deadline", func(h *hb) {

@@ -12,7 +12,8 @@ import (
 // Config tells the checkers what the run was.
 type Config struct {
 	// Workload is the workload's name ("mutex", "rw", "semaphore",
-	// "deadlock", "multi", ...). Only "deadlock" changes a rule (Liveness).
+	// "deadlock", "multi", ...). Only "deadlock" changes a rule (Liveness);
+	// "election" adds the Election checker.
 	Workload string
 	// Limit is the semaphore's permits when an acquire does not say
 	// (Lock.Limit wins when set).
@@ -47,7 +48,8 @@ func (c Config) maxAnomalies() int {
 
 // All runs every history checker (Safety, Tokens, Linearizable, Liveness;
 // SetFull when the run wrote to the resource, Ownership with an
-// intruder, HoldTTL with hold TTLs, Resources with metrics). Convergence
+// intruder, HoldTTL with hold TTLs, Election for leader elections,
+// Resources with metrics). Convergence
 // needs the live cluster and is run separately.
 func All(events []history.Event, cfg Config) []Result {
 	out := []Result{
@@ -66,6 +68,11 @@ func All(events []history.Event, cfg Config) []Result {
 	}
 	if slices.ContainsFunc(events, func(e history.Event) bool { return e.F == history.Acquire && e.HoldTTL > 0 }) {
 		out = append(out, HoldTTL(events, cfg))
+	}
+	if cfg.Workload == "election" || slices.ContainsFunc(events, func(e history.Event) bool {
+		return e.F == history.Proclaim || e.F == history.Leader
+	}) {
+		out = append(out, Election(events, cfg))
 	}
 	if slices.ContainsFunc(events, func(e history.Event) bool { return e.F == history.Metrics }) {
 		out = append(out, Resources(events, cfg))

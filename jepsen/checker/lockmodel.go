@@ -247,10 +247,12 @@ func stepRelease(s *LockState, in LockInput, out LockOutput) []any {
 		idx := map[int]bool{}
 		for _, n := range in.Names {
 			i := s.holdsName(in.Process, n)
-			if i < 0 {
+			switch {
+			case i >= 0:
+				idx[i] = true
+			case !in.Expirable:
 				return nil
 			}
-			idx[i] = true
 		}
 		return []any{s.without(func(i int, _ hold) bool { return idx[i] })}
 	case history.Fail:

@@ -20,6 +20,11 @@ type LockInput struct {
 	Require string
 	Names   []string
 	Index   int // history index of the invoke (of the lost event)
+	// Expirable, on an ok release, says that every hold it names has a
+	// hold TTL that may have ended it before the release applied: after
+	// an attempt of unknown outcome the client reads the grant's request,
+	// which says "released" for a hold that expired too, and answers ok.
+	Expirable bool
 }
 
 // LockOutput is the outcome of a lock operation.
@@ -62,10 +67,10 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 
 		ttlDeadline: releaseDeadlines(events),
 	}
-	b.addLostEvents(events)
 	for _, o := range ops(events) {
 		b.addClientOp(o)
 	}
+	b.addLostEvents(events) // after the not_held answers, whose windows are tighter
 	b.addUnknownFates(events)
 	b.addHoldExpiries(events)
 	return b.operations()
@@ -80,6 +85,7 @@ func LockOperations(events []history.Event, cfg Config) []porcupine.Operation {
 type sessionLiveness struct {
 	end        time.Duration         // just after the last event
 	closedAt   map[int]time.Duration // process -> invoke of its close that returned ok
+	closeDone  map[int]time.Duration // process -> completion of that close
 	procOf     map[string]int        // session -> process
 	aliveSince map[int]time.Duration // process -> last known alive
 	expiryFrom map[int]time.Duration // index of a lost or failed event -> window start
@@ -89,6 +95,7 @@ func scanSessionLiveness(events []history.Event) sessionLiveness {
 	s := sessionLiveness{
 		procOf:     map[string]int{},
 		closedAt:   map[int]time.Duration{},
+		closeDone:  map[int]time.Duration{},
 		aliveSince: map[int]time.Duration{},
 		expiryFrom: map[int]time.Duration{},
 	}
@@ -105,7 +112,7 @@ func scanSessionLiveness(events []history.Event) sessionLiveness {
 			s.aliveSince[e.Process] = e.Time
 		}
 		if e.F == history.Close && e.Type == history.OK {
-			s.closedAt[e.Process] = invoked[e.Process]
+			s.closedAt[e.Process], s.closeDone[e.Process] = invoked[e.Process], e.Time
 		}
 		switch {
 		case e.Type == history.Invoke:
@@ -228,11 +235,22 @@ func (b *lockOpsBuilder) expireOnce(proc, idx int, at time.Duration) {
 	})
 }
 
+// addLostEvents adds the expiry of each lost session that no not_held
+// answer revealed first. The client gave up on it, which it does a margin
+// before the cluster expires it, or learned that the cluster had: either
+// way the holds end by the process's ok close (whose delete finds the
+// session, or finds it gone), and no sooner than the session was last
+// known alive.
 func (b *lockOpsBuilder) addLostEvents(events []history.Event) {
 	for _, e := range events {
-		if e.F == history.Lost && e.Process >= 0 {
-			b.expireOnce(e.Process, e.Index, e.Time)
+		if e.F != history.Lost || e.Process < 0 {
+			continue
 		}
+		ret := b.sessions.end
+		if done, ok := b.sessions.closeDone[e.Process]; ok && done >= e.Time {
+			ret = done
+		}
+		b.expireOnce(e.Process, e.Index, ret)
 	}
 }
 
@@ -291,6 +309,8 @@ func (b *lockOpsBuilder) addAcquire(o op, p pendingOp) {
 
 // addRelease adds one operation per partition the names fall in.
 func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
+	d, ttl := b.ttlDeadline[o.inv.Index]
+	p.in.Expirable = ttl && p.out.Type == history.OK && d < p.ret
 	byPart := map[int][]string{}
 	var order []int
 	for _, n := range o.inv.Names {
@@ -309,7 +329,7 @@ func (b *lockOpsBuilder) addRelease(o op, p pendingOp) {
 	if p.out.Type != history.Fail || p.out.Error != "not_held" {
 		return
 	}
-	if d, ok := b.ttlDeadline[o.inv.Index]; ok && d < p.ret {
+	if ttl && d < p.ret {
 		return // their hold TTL ended them (addHoldExpiries); the session lives on
 	}
 	b.expireOnce(o.inv.Process, o.comp.Index, p.ret)

@@ -1,8 +1,8 @@
 // Package checker judges a recorded history (package history) of a
 // Jepsen-style run of lockd: safety at the fenced resource, fencing-token
 // order, linearizability of the lock operations (porcupine), set-full,
-// hold TTLs from above, liveness after the final heal, and convergence of
-// the nodes.
+// hold TTLs from above, leader election (who set the values seen, in
+// order), liveness after the final heal, and convergence of the nodes.
 package checker
 
 // Verdict of one checker.

@@ -63,8 +63,12 @@ const (
 	// ends. An info close leaves them to expire after the session TTL.
 	Close = "close"
 	// Lost is a single info event: the client learned that its session
-	// is gone (expired on the server). Its holds ended at some time
-	// between the session's creation and this event.
+	// is gone (the cluster said so), or gave up on it (no keepalive got
+	// through within its TTL, less a margin). Its holds ended, or end, at
+	// some time after the session was last known alive: a client gives
+	// up a margin before the cluster expires the session, so not
+	// necessarily before this event, but by the process's ok close, which
+	// deletes the session.
 	Lost = "lost"
 	// ResRead and ResWrite use the fenced resource under the locks named
 	// in Granted with their tokens. ok: accepted (Seq orders it among
@@ -84,6 +88,19 @@ const (
 	// FinalRead reads every register of the resource after the run
 	// (Values: name -> elements), for the set-full check.
 	FinalRead = "final-read"
+	// Proclaim replaces the value of the process's hold on Names[0]
+	// (POST /v1/proclaim): Token is the fencing token of the hold it
+	// proclaims under and Text the value; on ok, Token and Text are what
+	// the cluster answered the hold has now. fail: refused (Error:
+	// "not_held", "session_not_found"); info: unknown, it may have been
+	// applied at any time after the invoke.
+	Proclaim = "proclaim"
+	// Leader reads Names[0] as an election (GET /v1/elections/{name},
+	// linearizable, blocking until the name's version passes the last one
+	// the worker saw): on ok, Token and Text are the leader's fencing
+	// token and value (Token 0: nobody leads). It changes nothing, so
+	// any error is a fail.
+	Leader = "leader"
 )
 
 // Nemesis and harness operation names.
@@ -110,6 +127,8 @@ type Lock struct {
 	Mode   string `json:"mode,omitempty"` // "write" (default) or "read"
 	Weight int    `json:"weight,omitempty"`
 	Limit  int    `json:"limit,omitempty"` // semaphore permits; 0 or 1: a lock
+	// Value is the value the hold takes (leader election: a campaign's).
+	Value string `json:"value,omitempty"`
 }
 
 // Granted is one lock a grant holds, with its fencing token.
@@ -146,6 +165,9 @@ type Event struct {
 	Holders []Holder      `json:"holders,omitempty"`
 
 	Value int64 `json:"value,omitempty"`
+	// Text is a hold's value (leader election): what a Proclaim sets or
+	// answers, what a Leader read saw.
+	Text string `json:"text,omitempty"`
 	// Read is what a resource read returned: its last ReadTail values,
 	// and ReadLen counts them all where there were more. No checker
 	// judges reads (set-full judges the final read, Values), and a whole

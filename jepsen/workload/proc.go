@@ -30,6 +30,7 @@ type Proc struct {
 	retired  bool
 	lostSeen bool // a lost event is recorded
 	acquires int  // acquires invoked
+	values   int  // values given (nextValue)
 	// deadline is the current grant's, with Env.HoldTTL: the resource is
 	// not used from deadlineMargin before it on.
 	deadline time.Time
@@ -104,7 +105,7 @@ func (p *Proc) Acquire(ctx context.Context, locks []history.Lock, require string
 	}
 	specs := make([]client.LockSpec, len(locks))
 	for i, l := range locks {
-		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit}
+		specs[i] = client.LockSpec{Name: l.Name, Mode: client.Mode(l.Mode), Weight: l.Weight, Limit: l.Limit, Value: l.Value}
 	}
 	p.acquires++
 	ttl := p.env().HoldTTL
@@ -200,7 +201,7 @@ func (p *Proc) released(names []string, err error) {
 
 // close ends the session; its holds end with it. A session the client
 // already knows lost is recorded as lost first: its holds ended at the
-// expiry, not at this close.
+// expiry, or end then, not at this close.
 func (p *Proc) close(ctx context.Context) {
 	if !p.lostSeen {
 		select {
@@ -213,7 +214,18 @@ func (p *Proc) close(ctx context.Context) {
 	p.record(history.Event{Type: history.Invoke, F: history.Close})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
-	if err := p.s.Close(cctx); err != nil {
+	err := p.s.Close(cctx)
+	if err == nil && p.lostSeen {
+		// Close of a lost session sends nothing, and a client gives up on
+		// its keepalives a margin before the cluster expires the session,
+		// which keeps its holds till then (longer while no leader counts
+		// table time). Deleting it makes this close's ok mean that they
+		// are gone, as the checkers take it (history.Lost).
+		if _, err = p.w.c.DeleteSession(cctx, p.s.ID()); errors.Is(err, client.ErrSessionNotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
 		p.record(history.Event{Type: history.Info, F: history.Close, Error: err.Error()})
 		return
 	}

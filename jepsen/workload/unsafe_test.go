@@ -18,3 +18,14 @@ func TestUnsafeHoldPastTTLIsCaught(t *testing.T) {
 	}
 	t.Logf("no-hold-ttl flagged: %v", holdTTL.Anomalies[0])
 }
+
+// Against lockd --unsafe stale-proclaim, which gives a deposed leader's
+// proclaim to the leader after it, the election checker flags the value
+// shown under the new leader's token.
+func TestUnsafeStaleProclaimIsCaught(t *testing.T) {
+	election, _, _ := electionRun(t, "--unsafe", "stale-proclaim")
+	if election.Verdict != checker.Invalid {
+		t.Fatalf("election %s %v, want invalid", election.Verdict, election.Counts)
+	}
+	t.Logf("stale-proclaim flagged: %v", election.Anomalies[0])
+}

@@ -1,7 +1,7 @@
 // Package workload drives lockd with concurrent clients (the Go client,
 // one session per history process) and records every operation in a
-// history: the mutex, semaphore, rw, multi, deadlock and hierarchy
-// workloads of the Jepsen suite.
+// history: the mutex, semaphore, rw, multi, deadlock, hierarchy and
+// election workloads of the Jepsen suite.
 package workload
 
 import (
@@ -70,7 +70,7 @@ type Workload interface {
 }
 
 // Names lists the workloads.
-var Names = []string{"mutex", "semaphore", "rw", "multi", "deadlock", "hierarchy"}
+var Names = []string{"mutex", "semaphore", "rw", "multi", "deadlock", "hierarchy", "election"}
 
 // New returns the workload called name.
 func New(name string) (Workload, error) {
@@ -87,6 +87,8 @@ func New(name string) (Workload, error) {
 		return deadlock{}, nil
 	case "hierarchy":
 		return hierarchy{}, nil
+	case "election":
+		return election{}, nil
 	}
 	return nil, fmt.Errorf("unknown workload %q (want one of %v)", name, Names)
 }
@@ -94,13 +96,18 @@ func New(name string) (Workload, error) {
 // worker is one client goroutine: one Go client (with its own pause
 // gate) and a succession of processes.
 type worker struct {
-	idx  int
-	env  *Env
-	c    *client.Client
-	obs  *client.Client // c's endpoints and gate, with Env.Observer's token
-	gate *gate
-	rng  *rand.Rand
-	proc *Proc
+	idx   int
+	env   *Env
+	c     *client.Client
+	obs   *client.Client // c's endpoints and gate, with Env.Observer's token
+	hc    *http.Client   // c's transport (TLS and gate), for the calls c lacks
+	token string         // c's ACL secret ("" without ACLs)
+	gate  *gate
+	rng   *rand.Rand
+	proc  *Proc
+	// electionIndex is the version of the last election read (Follow),
+	// which the next one blocks on.
+	electionIndex uint64
 }
 
 // Clients is a set of workers.
@@ -130,12 +137,13 @@ func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		base.TLSClientConfig = env.TLS // the gate is no *http.Transport: TLS goes on the one below it
 		g := &gate{base: base}
+		hc := &http.Client{Transport: g}
 		token := ""
 		if len(env.Tokens) > 0 {
 			token = env.Tokens[i%len(env.Tokens)]
 		}
 		with := func(token string) (*client.Client, error) {
-			return client.NewWith(eps, client.WithHTTPClient(&http.Client{Transport: g}), client.WithLogger(env.Log),
+			return client.NewWith(eps, client.WithHTTPClient(hc), client.WithLogger(env.Log),
 				client.WithTLS(env.TLS), client.WithToken(token))
 		}
 		c, err := with(token)
@@ -148,7 +156,7 @@ func NewClients(env *Env, w Workload, n int) (*Clients, error) {
 				return nil, err
 			}
 		}
-		cs.workers = append(cs.workers, &worker{idx: i, env: env, c: c, obs: obs, gate: g,
+		cs.workers = append(cs.workers, &worker{idx: i, env: env, c: c, obs: obs, hc: hc, token: token, gate: g,
 			rng: rand.New(rand.NewPCG(env.Seed, uint64(i)))})
 	}
 	return cs, nil

@@ -6,7 +6,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,5 +239,112 @@ func TestFinalRoundIsBounded(t *testing.T) {
 	case <-done:
 	case <-time.After(2*500*time.Millisecond + 5*time.Second + 2*time.Second):
 		t.Fatal("Final(wait=500ms) against an unreachable cluster did not end")
+	}
+}
+
+// A client gives up on a session whose keepalives fail a margin before
+// the cluster expires it, and its Close then sends nothing; the worker
+// deletes the session itself, so that its close's ok means what the
+// checkers take it to mean: the holds are gone (history.Lost). Here a
+// proxy answers every keepalive 503 but passes it on, so the cluster
+// keeps the session while the client gives up on it. The node
+// advertises the proxy, which the client follows as the leader.
+func TestLostSessionIsDeletedAtClose(t *testing.T) {
+	refused := make(chan string, 100) // sessions whose keepalives were refused
+	deleted := make(chan string, 100) // sessions deleted (answered)
+	var pass *httputil.ReverseProxy
+	proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, isKeepalive := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sessions/"), "/keepalive")
+		switch {
+		case r.Method == http.MethodPost && isKeepalive:
+			rec := httptest.NewRecorder()
+			pass.ServeHTTP(rec, r)
+			select {
+			case refused <- id:
+			default:
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":"no_leader","message":"refused by the test's proxy"}}`)
+			return
+		case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/sessions/"):
+			pass.ServeHTTP(w, r) // done before the test looks
+			deleted <- strings.TrimPrefix(r.URL.Path, "/v1/sessions/")
+			return
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	dev := startDev(t, "--http-advertise", proxy.Listener.Addr().String())
+	pass = httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: dev})
+	proxy.Start()
+	defer proxy.Close()
+
+	rec, _ := history.NewRecorder("")
+	env := &workload.Env{Rec: rec, Res: resource.New(true), Endpoints: []string{strings.TrimPrefix(proxy.URL, "http://")},
+		TTL: 3 * time.Second, Wait: time.Second, Hold: 20 * time.Millisecond, Seed: 1}
+	w, _ := workload.New("mutex")
+	cs, err := workload.NewClients(env, w, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go cs.Run(ctx)
+	id := <-refused
+	select {
+	case got := <-deleted:
+		if got != id {
+			t.Fatal("deleted another session than the one whose keepalives were refused first") // keys are secrets: not printed
+		}
+	case <-ctx.Done():
+		t.Fatalf("the worker never deleted the session its client gave up on (lost events: %d)",
+			count(rec.Events(), history.Lost, history.Info))
+	}
+	resp, err := http.Get("http://" + dev + "/v1/sessions/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the session after the worker's close: HTTP %d, want 404", resp.StatusCode)
+	}
+}
+
+// electionRun runs the election workload with hold TTLs against lockd
+// --dev started with flags: leaders now and then overstay their hold
+// and proclaim past it, as deposed leaders that do not know it. It
+// returns the election checker's result, every checker's, and the
+// history.
+func electionRun(t *testing.T, flags ...string) (*checker.Result, []checker.Result, []history.Event) {
+	t.Helper()
+	addr := startDev(t, flags...)
+	results, events := runWorkloadEnv(t, addr, "election", 12*time.Second, func(env *workload.Env) {
+		env.HoldTTL = 300 * time.Millisecond
+	})
+	for i, r := range results {
+		if r.Checker == "election" {
+			return &results[i], results, events
+		}
+	}
+	t.Fatal("no election checker in an election run")
+	return nil, nil, nil
+}
+
+// Leaders proclaim and observers follow them; a leader deposed by its
+// hold TTL is refused when it proclaims, and every checker finds the
+// history valid (TestUnsafeStaleProclaimIsCaught: the election checker
+// flags a lockd that lets it proclaim).
+func TestElectionWithDeposedLeaders(t *testing.T) {
+	election, results, events := electionRun(t)
+	for _, r := range results {
+		if !r.OK() {
+			t.Errorf("%s: %s %v", r.Checker, r.Verdict, r.Anomalies)
+		}
+	}
+	if count(events, history.Proclaim, history.OK) == 0 || election.Counts["sightings"] == 0 {
+		t.Errorf("no proclaim acknowledged or no leader seen: %v", election.Counts)
+	}
+	if count(events, history.Proclaim, history.Fail) == 0 {
+		t.Error("no deposed leader's proclaim was refused")
 	}
 }

@@ -19,7 +19,8 @@ import (
 // of the intruder for intruder-admin, a stale use reaching the resource
 // for unfenced, a power loss of a majority shortly after a grant was
 // acknowledged for no-fsync, a holder that kept its grant past the
-// latest end of its hold TTL and then looked at it for hold-past-ttl.
+// latest end of its hold TTL and then looked at it for hold-past-ttl, a
+// proclaim acknowledged for another hold than its own for stale-proclaim.
 // judgeControl reads that from the history, independently of the
 // checkers: a run whose condition did not happen is "not exercised"
 // (exit 3, run it again); one whose condition happened and that no
@@ -59,6 +60,8 @@ func judgeControl(negative string, events []history.Event) *report.Control {
 		c.Evidence = powerLossAfterGrant(events)
 	case negHoldPastTTL:
 		c.Evidence = overstay(events)
+	case negStaleProclaim:
+		c.Evidence = foreignProclaim(events)
 	default:
 		c.Evidence = []string{"condition not read from the history for this control"}
 	}
@@ -280,6 +283,26 @@ func overstay(events []history.Event) []string {
 			for _, g := range e.Granted {
 				held[e.Process] = append(held[e.Process], grant{g.Name, e.Time, invoked[e.Process].HoldTTL})
 			}
+		}
+	}
+	return nil
+}
+
+// foreignProclaim: a proclaim the cluster acknowledged with another
+// hold's token than the one it was sent under: a leader's value went to
+// another leader's hold. What observers saw of it is the checkers' to
+// judge.
+func foreignProclaim(events []history.Event) []string {
+	sent := map[int]history.Event{} // process -> its pending proclaim
+	for _, e := range events {
+		switch {
+		case e.Process < 0 || e.F != history.Proclaim:
+		case e.Type == history.Invoke:
+			sent[e.Process] = e
+		case e.Type == history.OK && e.Token != sent[e.Process].Token:
+			inv := sent[e.Process]
+			return []string{fmt.Sprintf("process %d proclaimed %q under token %d at %v", e.Process, inv.Text, inv.Token,
+				inv.Time.Round(time.Millisecond)), fmt.Sprintf("acknowledged for the hold with token %d", e.Token)}
 		}
 	}
 	return nil

@@ -56,6 +56,11 @@ func led(e ev, ms int) ev {
 	return e
 }
 
+// proclaim is an event of p's proclaim of value under token.
+func proclaim(p int, typ history.Type, token uint64, value string) ev {
+	return ev{Type: typ, Process: p, F: history.Proclaim, Names: []string{"e"}, Token: token, Text: value}
+}
+
 func join(parts ...[]ev) []ev {
 	var out []ev
 	for _, p := range parts {
@@ -136,6 +141,12 @@ func TestJudgeControl(t *testing.T) {
 			join(grant(0, 0, 100, "a", 1, ttl), []ev{observe(0, 100+lateMS, "b")}), false},
 		{"hold-past-ttl: no hold TTL", negHoldPastTTL,
 			join(grant(0, 0, 100, "a", 1, 0), []ev{release(0, 100+lateMS, "a")}), false},
+		{"stale-proclaim: acknowledged for another hold", negStaleProclaim,
+			[]ev{proclaim(0, history.Invoke, 7, "c0-2"), proclaim(0, history.OK, 9, "c0-2")}, true},
+		{"stale-proclaim: acknowledged for its own hold", negStaleProclaim,
+			[]ev{proclaim(0, history.Invoke, 7, "c0-2"), proclaim(0, history.OK, 7, "c0-2")}, false},
+		{"stale-proclaim: refused", negStaleProclaim,
+			[]ev{proclaim(0, history.Invoke, 7, "c0-2"), proclaim(0, history.Fail, 0, "")}, false},
 		{"unfenced: tokens in order", negUnfenced,
 			[]ev{{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 2}}},
 				{Type: history.OK, F: history.ResWrite, Granted: []history.Granted{{Name: "a", Token: 3}}}}, false},

@@ -56,11 +56,17 @@ const (
 	// acquire's hold TTL, so a holder that overstays its grant (the
 	// workloads' overstays, with --hold-ttl) is seen still holding it.
 	negHoldPastTTL = "hold-past-ttl"
+	// negStaleProclaim is lockd --unsafe stale-proclaim: the leader gives
+	// every proclaim to whoever leads the name, so a deposed leader's
+	// value shows under its successor's token (run it with --workload
+	// election and --hold-ttl, whose overstaying leaders are deposed
+	// without knowing it).
+	negStaleProclaim = "stale-proclaim"
 )
 
 // negatives lists the negative controls.
 var negatives = []string{negUnfenced, negNoConsensus, negIntruderAdmin, negWallClock, negLoneReplacement, negLyingDisk,
-	negUngatedUpgrade, negStaleSnapshot, negNoFsync, negHoldPastTTL}
+	negUngatedUpgrade, negStaleSnapshot, negNoFsync, negHoldPastTTL, negStaleProclaim}
 
 // withoutACL: runs with ACLs off (--acl=false), and the negative
 // controls whose nodes share no tokens or predate ACLs.
@@ -128,8 +134,9 @@ func parseRunFlags(args []string) (*runConfig, error) {
 		`" (lockd acknowledges log writes that failed), "`+negUngatedUpgrade+
 		`" (an upgrade without the version gate), "`+negStaleSnapshot+
 		`" (every snapshot holds the state of the one before), "`+negNoFsync+
-		`" (lockd acknowledges log writes it fsyncs only now and then) or "`+negHoldPastTTL+
-		`" (lockd ignores hold TTLs); the run must be flagged invalid`)
+		`" (lockd acknowledges log writes it fsyncs only now and then), "`+negHoldPastTTL+
+		`" (lockd ignores hold TTLs) or "`+negStaleProclaim+
+		`" (lockd gives a deposed leader's proclaim to the leader); the run must be flagged invalid`)
 	fs.StringVar(&c.raftLog, "raft-log", "", `the nodes' --raft-log: "wal" or "bolt" (default: lockd's, wal; bolt under --negative no-fsync)`)
 	fs.StringVar(&c.out, "out", "", "results directory (default: <repo>/jepsen/results)")
 	fs.StringVar(&c.dir, "dir", "", "repository root holding docker-compose.yml (default: found from the working directory)")
@@ -231,6 +238,9 @@ func (c *runConfig) checkNegative() error {
 	if c.negative == negHoldPastTTL && c.holdTTL <= 0 {
 		return fmt.Errorf("--negative %s needs --hold-ttl: only holds with a TTL can be kept past it", negHoldPastTTL)
 	}
+	if c.negative == negStaleProclaim && (c.workload != "election" || c.holdTTL <= 0) {
+		return fmt.Errorf("--negative %s needs --workload election and --hold-ttl: its leaders are deposed by their hold TTL", negStaleProclaim)
+	}
 	if c.negative == negIntruderAdmin && !c.acl {
 		return fmt.Errorf("--negative %s needs ACLs (the intruder has a token)", negIntruderAdmin)
 	}
@@ -297,6 +307,8 @@ func clusterEnv(cfg *runConfig) []string {
 		env = append(env, "LOCKD_UNSAFE=no-fsync")
 	case negHoldPastTTL:
 		env = append(env, "LOCKD_UNSAFE=no-hold-ttl")
+	case negStaleProclaim:
+		env = append(env, "LOCKD_UNSAFE=stale-proclaim")
 	}
 	if raftLog := cfg.raftLog; raftLog != "" || cfg.negative == negNoFsync {
 		if cfg.negative == negNoFsync {

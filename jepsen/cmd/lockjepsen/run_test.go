@@ -43,6 +43,9 @@ func TestNegativeControlFlags(t *testing.T) {
 		{"--nemesis none --negative bogus", "want one of", ""},
 		{"--nemesis clock --hold-ttl 3s --negative hold-past-ttl", "", previousRelease},
 		{"--nemesis clock --negative hold-past-ttl", "needs --hold-ttl", ""},
+		{"--nemesis none --workload election --hold-ttl 1s --negative stale-proclaim", "", previousRelease},
+		{"--nemesis none --workload election --negative stale-proclaim", "needs --workload election and --hold-ttl", ""},
+		{"--nemesis none --hold-ttl 1s --negative stale-proclaim", "needs --workload election and --hold-ttl", ""},
 	}
 	for _, tt := range tests {
 		c, err := parseRunFlags(append(strings.Fields(tt.args), "--dir", t.TempDir()))
