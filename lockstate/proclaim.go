@@ -48,25 +48,17 @@ func (c *Proclaim) Validate() *Error {
 // session has now counts: one that was released, expired or revoked is
 // not_held and stays gone.
 func (c *Proclaim) apply(t *Table) Result {
-	s := t.sessions[c.Session]
-	if s == nil {
-		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
-	}
-	if err := t.authorize(c.Auth, s, AccessWrite, c.Name); err != nil {
+	s, h, err := t.heldBy(c.Session, c.Auth, c.Name)
+	if err != nil {
 		return Result{Err: err}
 	}
-	n := t.nodes[c.Name]
-	if n == nil || s.holds[n] == nil {
-		return Result{Err: errorf(CodeNotHeld, "session %s does not hold %q", s.publicKey(), c.Name)}
-	}
-	h := s.holds[n]
 	if c.Token != 0 && h.token != c.Token {
 		return Result{Err: errorf(CodeNotHeld, "session %s holds %q with token %d, not %d", s.publicKey(), c.Name, h.token, c.Token)}
 	}
 	if h.value != c.Value {
 		h.value = c.Value
-		t.touch(n)
-		t.emit(EvProclaimed, s, "", n.name, h.token)
+		t.touch(h.n)
+		t.emit(EvProclaimed, s, "", h.n.name, h.token)
 	}
-	return Result{Proclaimed: &Proclamation{Name: n.name, Token: h.token, Value: h.value, Version: n.version}}
+	return Result{Proclaimed: &Proclamation{Name: h.n.name, Token: h.token, Value: h.value, Version: h.n.version}}
 }

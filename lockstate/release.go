@@ -112,18 +112,10 @@ func (c *Surrender) Validate() *Error {
 
 // apply surrenders the hold if anyone waits for it.
 func (c *Surrender) apply(t *Table) Result {
-	s := t.sessions[c.Session]
-	if s == nil {
-		return Result{Err: errorf(CodeNoSession, "session %d not found", c.Session)}
-	}
-	if err := t.authorize(c.Auth, s, AccessWrite, c.Name); err != nil {
+	_, h, err := t.heldBy(c.Session, c.Auth, c.Name)
+	if err != nil {
 		return Result{Err: err}
 	}
-	n := t.nodes[c.Name]
-	if n == nil || s.holds[n] == nil {
-		return Result{Err: errorf(CodeNotHeld, "session %s does not hold %q", s.publicKey(), c.Name)}
-	}
-	h := s.holds[n]
 	if !t.blocksSomeone(h) {
 		return Result{Kept: true}
 	}
@@ -205,4 +197,22 @@ func (c *Cancel) apply(t *Table) Result {
 		t.fail(r, Cancelled, EvCancelled)
 	}
 	return Result{Request: t.requestInfo(r)}
+}
+
+// heldBy finds the hold session id has on name, for a command that acts on
+// it (Surrender, Proclaim) with authority auth: session_not_found, the
+// authorization's refusal, or not_held when it has none now.
+func (t *Table) heldBy(id SessionID, auth, name string) (*session, *hold, *Error) {
+	s := t.sessions[id]
+	if s == nil {
+		return nil, nil, errorf(CodeNoSession, "session %d not found", id)
+	}
+	if err := t.authorize(auth, s, AccessWrite, name); err != nil {
+		return nil, nil, err
+	}
+	n := t.nodes[name]
+	if n == nil || s.holds[n] == nil {
+		return nil, nil, errorf(CodeNotHeld, "session %s does not hold %q", s.publicKey(), name)
+	}
+	return s, s.holds[n], nil
 }
