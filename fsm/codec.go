@@ -210,8 +210,15 @@ const (
 	// format, and refuses it until then. Every other command is written
 	// as in FormatSessionRequestIDs, byte for byte.
 	FormatHoldValues Format = 7
+	// FormatExpireBatch is FormatHoldValues with one more command,
+	// ExpireSessions: one entry expires many sessions, where a build
+	// before it would refuse the entry and stop. Until every voter applies
+	// this format, a leader expires sessions one entry each, as before.
+	// Every other command is written as in FormatHoldValues, byte for
+	// byte.
+	FormatExpireBatch Format = 8
 	// NewestFormat is the newest format this build writes and applies.
-	NewestFormat = FormatHoldValues
+	NewestFormat = FormatExpireBatch
 )
 
 // ErrFormatTooOld is wrapped by EncodeFormat's error for a command that the

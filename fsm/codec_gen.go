@@ -191,6 +191,16 @@ func decodeExpireSession(r *mpReader, v *lockstate.ExpireSession) error {
 	})
 }
 
+func decodeExpireSessions(r *mpReader, v *lockstate.ExpireSessions) error {
+	return r.readFields(1, 0x0, func(k []byte) (uint32, error) {
+		switch string(k) {
+		case "sessions":
+			return 1 << 0, readList(r, &v.Sessions, 1, func(e *lockstate.SessionID) error { return readUint(r, e) })
+		}
+		return 0, nil
+	})
+}
+
 func decodeGrant(r *mpReader, v *lockstate.Grant) error {
 	return r.readFields(4, 0xf, func(k []byte) (uint32, error) {
 		switch string(k) {

@@ -60,6 +60,8 @@ func sampleCommands() []lockstate.Command {
 			{Name: "svc/scheduler", Mode: lockstate.Write, Value: "10.0.0.7:8080"}}},
 		&lockstate.Proclaim{Session: 7, Name: "svc/scheduler", Value: "10.0.0.7:9090", Token: 12, Authority: lockstate.Authority{Auth: testTokenID}},
 		&lockstate.Proclaim{Session: 7, Name: "svc/scheduler"},
+		// FormatExpireBatch.
+		&lockstate.ExpireSessions{Sessions: []lockstate.SessionID{9, 1 << 40, 3}},
 	}
 }
 
@@ -151,26 +153,48 @@ func TestFormatGateHoldValues(t *testing.T) {
 	}
 }
 
+// TestFormatGateExpireBatch: a batched expiry is refused below
+// FormatExpireBatch (an older voter would stop on it), and a single
+// session's expiry is written in every format as it always was.
+func TestFormatGateExpireBatch(t *testing.T) {
+	single := &lockstate.ExpireSession{Session: 12}
+	want, err := EncodeFormat(FormatChecksummed, 1, single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &lockstate.ExpireSessions{Sessions: []lockstate.SessionID{12, 13}}
+	for f := FormatChecksummed; f <= NewestFormat; f++ {
+		if b, err := EncodeFormat(f, 1, single); err != nil || !bytes.Equal(b, want) {
+			t.Errorf("a single expiry in format %d: %x, %v; want %x", f, b, err, want)
+		}
+		_, err := EncodeFormat(f, 1, batch)
+		if tooOld := f < FormatExpireBatch; tooOld != errors.Is(err, ErrFormatTooOld) || !tooOld && err != nil {
+			t.Errorf("a batched expiry in format %d: %v", f, err)
+		}
+	}
+}
+
 // needsACLFormat reports whether cmd can only be written in FormatACL or
 // later.
 func needsACLFormat(cmd lockstate.Command) bool { return MinFormat(cmd) >= FormatACL }
 
 func TestCodecRoundTrip(t *testing.T) {
 	wantTypes := map[reflect.Type]MessageType{
-		reflect.TypeFor[*lockstate.CreateSession](): CreateSessionType,
-		reflect.TypeFor[*lockstate.CloseSession]():  CloseSessionType,
-		reflect.TypeFor[*lockstate.ExpireSession](): ExpireSessionType,
-		reflect.TypeFor[*lockstate.Acquire]():       AcquireType,
-		reflect.TypeFor[*lockstate.Release]():       ReleaseType,
-		reflect.TypeFor[*lockstate.Surrender]():     SurrenderType,
-		reflect.TypeFor[*lockstate.Cancel]():        CancelType,
-		reflect.TypeFor[*lockstate.Tick]():          TickType,
-		reflect.TypeFor[*lockstate.Revoke]():        RevokeType,
-		reflect.TypeFor[*lockstate.BootstrapACL]():  BootstrapACLType,
-		reflect.TypeFor[*lockstate.CreateToken]():   CreateTokenType,
-		reflect.TypeFor[*lockstate.DeleteToken]():   DeleteTokenType,
-		reflect.TypeFor[*lockstate.DenyCert]():      DenyCertType,
-		reflect.TypeFor[*lockstate.Proclaim]():      ProclaimType,
+		reflect.TypeFor[*lockstate.CreateSession]():  CreateSessionType,
+		reflect.TypeFor[*lockstate.CloseSession]():   CloseSessionType,
+		reflect.TypeFor[*lockstate.ExpireSession]():  ExpireSessionType,
+		reflect.TypeFor[*lockstate.Acquire]():        AcquireType,
+		reflect.TypeFor[*lockstate.Release]():        ReleaseType,
+		reflect.TypeFor[*lockstate.Surrender]():      SurrenderType,
+		reflect.TypeFor[*lockstate.Cancel]():         CancelType,
+		reflect.TypeFor[*lockstate.Tick]():           TickType,
+		reflect.TypeFor[*lockstate.Revoke]():         RevokeType,
+		reflect.TypeFor[*lockstate.BootstrapACL]():   BootstrapACLType,
+		reflect.TypeFor[*lockstate.CreateToken]():    CreateTokenType,
+		reflect.TypeFor[*lockstate.DeleteToken]():    DeleteTokenType,
+		reflect.TypeFor[*lockstate.DenyCert]():       DenyCertType,
+		reflect.TypeFor[*lockstate.Proclaim]():       ProclaimType,
+		reflect.TypeFor[*lockstate.ExpireSessions](): ExpireSessionsType,
 	}
 	seen := make(map[MessageType]bool)
 	for _, now := range []int64{0, 1, -1, 1_700_000_000_123_456_789, 1<<63 - 1, -1 << 63} {
@@ -275,10 +299,10 @@ func TestDecodeUnknownType(t *testing.T) {
 		ignorable bool
 	}{
 		{0, false},
-		{15, false}, // the first type after the registry's
+		{16, false}, // the first type after the registry's
 		{0x7e, false},
 		{IgnoreUnknownFlag, true},
-		{IgnoreUnknownFlag | 15, true},
+		{IgnoreUnknownFlag | 16, true},
 		{0xfe, true},
 	} {
 		// Bare, as older builds wrote entries, and in the envelope: an

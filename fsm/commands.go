@@ -25,6 +25,8 @@ const (
 	DenyCertType MessageType = 13
 	// Since FormatHoldValues:
 	ProclaimType MessageType = 14
+	// Since FormatExpireBatch:
+	ExpireSessionsType MessageType = 15
 )
 
 // ChecksummedType is not a command: it marks the envelope Encode writes
@@ -45,20 +47,21 @@ const ChecksummedType MessageType = 0x7f
 // a part of it. An optional command that older builds may skip is written
 // with IgnoreUnknownFlag set.
 var commandTypes = [IgnoreUnknownFlag]commandType{
-	CreateSessionType: row("create_session", FormatBare, decodeCreateSession, createSessionLeader),
-	CloseSessionType:  row("close_session", FormatBare, decodeCloseSession, nil),
-	ExpireSessionType: row("expire_session", FormatBare, decodeExpireSession, nil),
-	AcquireType:       row("acquire", FormatBare, decodeAcquire, acquireLeader),
-	ReleaseType:       row("release", FormatBare, decodeRelease, nil),
-	SurrenderType:     row("surrender", FormatBare, decodeSurrender, nil),
-	CancelType:        row("cancel", FormatBare, decodeCancel, nil),
-	TickType:          row("tick", FormatBare, decodeTick, nil),
-	RevokeType:        row("revoke", FormatACL, decodeRevoke, nil),
-	BootstrapACLType:  row("bootstrap_acl", FormatACL, decodeBootstrapACL, nil),
-	CreateTokenType:   row("create_token", FormatACL, decodeCreateToken, nil).writtenAs(createTokenBody),
-	DeleteTokenType:   row("delete_token", FormatACL, decodeDeleteToken, nil).writtenAs(deleteTokenBody),
-	DenyCertType:      row("deny_cert", FormatDenyCert, decodeDenyCert, nil),
-	ProclaimType:      row("proclaim", FormatHoldValues, decodeProclaim, nil),
+	CreateSessionType:  row("create_session", FormatBare, decodeCreateSession, createSessionLeader),
+	CloseSessionType:   row("close_session", FormatBare, decodeCloseSession, nil),
+	ExpireSessionType:  row("expire_session", FormatBare, decodeExpireSession, nil),
+	AcquireType:        row("acquire", FormatBare, decodeAcquire, acquireLeader),
+	ReleaseType:        row("release", FormatBare, decodeRelease, nil),
+	SurrenderType:      row("surrender", FormatBare, decodeSurrender, nil),
+	CancelType:         row("cancel", FormatBare, decodeCancel, nil),
+	TickType:           row("tick", FormatBare, decodeTick, nil),
+	RevokeType:         row("revoke", FormatACL, decodeRevoke, nil),
+	BootstrapACLType:   row("bootstrap_acl", FormatACL, decodeBootstrapACL, nil),
+	CreateTokenType:    row("create_token", FormatACL, decodeCreateToken, nil).writtenAs(createTokenBody),
+	DeleteTokenType:    row("delete_token", FormatACL, decodeDeleteToken, nil).writtenAs(deleteTokenBody),
+	DenyCertType:       row("deny_cert", FormatDenyCert, decodeDenyCert, nil),
+	ProclaimType:       row("proclaim", FormatHoldValues, decodeProclaim, nil),
+	ExpireSessionsType: row("expire_sessions", FormatExpireBatch, decodeExpireSessions, nil),
 }
 
 // createSessionLeader: the leader draws a new session's key and stamps

@@ -234,6 +234,33 @@ func TestDeterminismHoldValues(t *testing.T) {
 	}
 }
 
+// TestDeterminismExpireBatch replays one log with batched expiries
+// (FormatExpireBatch: sessions that hold and wait, ended many to an entry,
+// some of them gone already) into two FSMs and a third restored part way,
+// comparing their digests after every entry.
+func TestDeterminismExpireBatch(t *testing.T) {
+	entries, seeds := 3000, []uint64{31, 32, 33}
+	if testing.Short() || raceEnabled {
+		entries, seeds = 1500, seeds[:2]
+	}
+	total := eventCounts{}
+	for _, seed := range seeds {
+		t.Run("seed="+itoa(int(seed)), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, seed^0xba7c4))
+			g := newGen(r)
+			g.batches, g.values = 6, 10
+			for k, n := range runReplicatedGen(t, g, entries, entries/4+r.IntN(entries/2), func() bool { return false }) {
+				total[k] += n
+			}
+		})
+	}
+	t.Logf("events: %v", total)
+	if total[lockstate.EvSessionExpired] == 0 || total[lockstate.EvExpired] == 0 || total[lockstate.EvGranted] == 0 {
+		t.Errorf("the workload expired %d sessions and %d holds, granted %d",
+			total[lockstate.EvSessionExpired], total[lockstate.EvExpired], total[lockstate.EvGranted])
+	}
+}
+
 // TestDeterminismWithACL is TestDeterminism with ACL tokens, session keys
 // and owners, revokes and limits in the log (snapshot format 3).
 func TestDeterminismWithACL(t *testing.T) {

@@ -114,6 +114,11 @@
 // only once every voter applies the format, and refuses them until then,
 // as it does a DenyCert. An acquire without values is written as before.
 //
+// FormatExpireBatch adds ExpireSessions, one entry that expires many
+// sessions in the leader's deadline order (a mass expiry in entries of
+// hundreds, not one each). Before every voter applies it, the leader
+// expires sessions one ExpireSession entry each, as older builds do.
+//
 // Snapshots are gated by content only: Persist writes the oldest format
 // that carries every record of the table, as the registry of records says
 // (format 3 for a table that has ACL state, session keys or revocations,

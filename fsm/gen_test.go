@@ -57,6 +57,9 @@ type gen struct {
 	// of entries that are proclaims (FormatHoldValues); 0 for a log
 	// before it, which then draws exactly what it drew before values.
 	values int
+	// batches is the percentage of entries that expire several sessions
+	// at once (ExpireSessions, FormatExpireBatch); 0 for a log before it.
+	batches int
 	// What the scoped acquires led to: a new request with an id another
 	// session's request has, and cancels refused for naming several.
 	shared, ambiguous int
@@ -88,9 +91,12 @@ var genValues = []string{"10.0.0.1:8080", "10.0.0.2:8080", "ünï ✓", strings.
 // next returns the next command and moves the clock.
 func (g *gen) next(f *FSM) lockstate.Command {
 	var cmd lockstate.Command
-	if g.values > 0 && g.pct(g.values/4) {
+	switch {
+	case g.batches > 0 && g.pct(g.batches):
+		cmd = g.expireBatch()
+	case g.values > 0 && g.pct(g.values/4):
 		cmd = g.proclaim(f)
-	} else {
+	default:
 		cmd = g.nextPlain(f)
 	}
 	if g.acl != nil {
@@ -208,6 +214,19 @@ func (g *gen) acquire() lockstate.Command {
 	for i := range c.Locks {
 		if g.values > 0 && g.pct(g.values) {
 			c.Locks[i].Value = genValues[g.src.IntN(len(genValues))]
+		}
+	}
+	return c
+}
+
+// expireBatch expires one to eight sessions in one entry, as a leader's
+// mass expiry does: mostly live ones, now and then one that is gone or
+// unknown, which the entry skips.
+func (g *gen) expireBatch() lockstate.Command {
+	c := &lockstate.ExpireSessions{}
+	for range 1 + g.src.IntN(8) {
+		if id := g.session(); !slices.Contains(c.Sessions, id) {
+			c.Sessions = append(c.Sessions, id)
 		}
 	}
 	return c

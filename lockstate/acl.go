@@ -33,7 +33,7 @@ type Authority struct {
 func (a *Authority) authority() *Authority { return a }
 
 // AuthorityOf returns the Authority cmd embeds, for the node to fill in,
-// or nil for a command that acts for nobody (ExpireSession and Tick, which
+// or nil for a command that acts for nobody (ExpireSession(s) and Tick, which
 // the leader proposes itself, and BootstrapACL, which nobody can hold a
 // token for yet).
 func AuthorityOf(cmd Command) *Authority {

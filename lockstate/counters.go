@@ -12,6 +12,7 @@ type Counters struct {
 	DeadlockSurrenders uint64 // deadlocks broken by a victim surrendering its holds
 	Cancels            uint64 // pending requests cancelled (by a client or a session's end)
 	SessionExpiries    uint64 // sessions expired (keepalives stopped)
+	ExpiryEntries      uint64 // entries that expired sessions: SessionExpiries/ExpiryEntries is a mass expiry's batching
 	HoldExpiries       uint64 // holds ended by hold_ttl or their session's expiry
 	Revokes            uint64 // holds revoked by an operator
 	Surrenders         uint64 // holds surrendered (by a client or a deadlock victim)

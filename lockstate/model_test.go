@@ -250,8 +250,10 @@ func (h *harness) genOp(c chooser) op {
 		o.cmd = h.genSession(c)
 	case w < 10:
 		o.cmd = &CloseSession{Session: h.someSession(c)}
-	case w < 14:
+	case w < 12:
 		o.cmd = &ExpireSession{Session: h.someSession(c)}
+	case w < 14:
+		o.cmd = h.genExpireSessions(c)
 	case w < 54:
 		o.cmd = h.genAcquire(c)
 	case w < 66:
@@ -298,6 +300,23 @@ func (h *harness) someSession(c chooser) SessionID {
 		return pick(c, []SessionID{424242, 424242, 0}) // 0: invalid content, whatever else is wrong
 	}
 	return pick(c, live)
+}
+
+// genExpireSessions expires one to four sessions in one entry (a
+// leader's batched expiry): mostly live ones, now and then one that is
+// gone, and rarely a batch whose content is invalid (a session named
+// twice, or none).
+func (h *harness) genExpireSessions(c chooser) *ExpireSessions {
+	cmd := &ExpireSessions{}
+	for range 1 + c.IntN(4) {
+		if id := h.someSession(c); !slices.Contains(cmd.Sessions, id) || c.IntN(20) == 0 {
+			cmd.Sessions = append(cmd.Sessions, id)
+		}
+	}
+	if c.IntN(50) == 0 {
+		cmd.Sessions = nil
+	}
+	return cmd
 }
 
 func (h *harness) genSession(c chooser) *CreateSession {
@@ -707,6 +726,13 @@ func (h *harness) apply(e Entry, stale bool) {
 	if c, ok := e.Cmd.(*ExpireSession); ok && ra.Err == nil {
 		h.gone = append(h.gone, c.Session)
 	}
+	if c, ok := e.Cmd.(*ExpireSessions); ok && ra.Err == nil {
+		for _, id := range c.Sessions {
+			if !slices.Contains(h.gone, id) && pre.sess[id] != nil {
+				h.gone = append(h.gone, id)
+			}
+		}
+	}
 	for _, s := range pre.sessions {
 		if post.sess[s.ID] == nil {
 			delete(h.lastAcq, s.ID)
@@ -1084,6 +1110,8 @@ func fmtCmd(c Command) string {
 		return fmt.Sprintf("close(%d)", c.Session)
 	case *ExpireSession:
 		return fmt.Sprintf("expire(%d)", c.Session)
+	case *ExpireSessions:
+		return fmt.Sprintf("expire(%v)", c.Sessions)
 	case *Acquire:
 		var locks []string
 		for _, sp := range c.Locks {

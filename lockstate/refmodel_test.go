@@ -750,6 +750,12 @@ func (m *refTable) applyCmd(cmd Command) refResult {
 		res = m.endSession(c.Session, false)
 	case *ExpireSession:
 		res = m.endSession(c.Session, true)
+	case *ExpireSessions:
+		for _, id := range c.Sessions {
+			if m.sessions[id] != nil {
+				m.endSession(id, true)
+			}
+		}
 	case *Acquire:
 		res = m.acquire(c)
 	case *Release:
@@ -843,6 +849,9 @@ func refValidContent(cmd Command) bool {
 		return c.Session != 0
 	case *ExpireSession:
 		return c.Session != 0
+	case *ExpireSessions:
+		return len(c.Sessions) >= 1 && len(c.Sessions) <= MaxExpireBatch && !slices.Contains(c.Sessions, 0) &&
+			len(slices.Compact(slices.Sorted(slices.Values(c.Sessions)))) == len(c.Sessions)
 	case *Acquire:
 		return refValidAcquire(c)
 	case *Release:

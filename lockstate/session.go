@@ -182,7 +182,62 @@ type ExpireSession struct {
 func (c *ExpireSession) Validate() *Error { return requireSession(c.Session) }
 
 // apply is CloseSession's, and blocks the names for the lock-delay.
-func (c *ExpireSession) apply(t *Table) Result { return t.endSession(c.Session, true) }
+func (c *ExpireSession) apply(t *Table) Result {
+	res := t.endSession(c.Session, true)
+	if res.Err == nil {
+		t.counters.ExpiryEntries++
+	}
+	return res
+}
+
+// MaxExpireBatch bounds the sessions one ExpireSessions ends: its entry
+// stays small (a few bytes a session) and its apply short, since the
+// table applies nothing else meanwhile.
+const MaxExpireBatch = 1024
+
+// ExpireSessions ends many sessions whose keepalives stopped, in the
+// order given (the leader gives its deadline order), each as an
+// ExpireSession would: a mass expiry is one entry, not one per session. A
+// session that is gone already (closed or expired by an earlier entry) is
+// skipped: the leader decided every expiry before this entry applied, and
+// a session closed meanwhile must not undo the others'.
+type ExpireSessions struct {
+	Sessions []SessionID `msgpack:"sessions"`
+}
+
+// Validate checks that one to MaxExpireBatch sessions are named, each
+// once.
+func (c *ExpireSessions) Validate() *Error {
+	if len(c.Sessions) == 0 || len(c.Sessions) > MaxExpireBatch {
+		return invalidf("sessions: %d named, want 1 to %d", len(c.Sessions), MaxExpireBatch)
+	}
+	seen := make(map[SessionID]bool, len(c.Sessions)) // membership only: no order leaks
+	for _, id := range c.Sessions {
+		if err := requireSession(id); err != nil {
+			return err
+		}
+		if seen[id] {
+			return invalidf("session %d named twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// apply expires each named session that still exists, in order.
+func (c *ExpireSessions) apply(t *Table) Result {
+	ended := false
+	for _, id := range c.Sessions {
+		if t.sessions[id] != nil {
+			t.endSession(id, true)
+			ended = true
+		}
+	}
+	if ended {
+		t.counters.ExpiryEntries++
+	}
+	return Result{}
+}
 
 // endSession closes or expires a session: every hold is released (in name
 // order), every pending request cancelled (in arrival order). An expired

@@ -32,6 +32,12 @@ func TestValidate(t *testing.T) {
 		{&CloseSession{}, "session "},
 		{&ExpireSession{Session: 1}, ""},
 		{&ExpireSession{}, "session "},
+		{&ExpireSessions{Sessions: []SessionID{3, 1, 2}}, ""},
+		{&ExpireSessions{Sessions: make([]SessionID, MaxExpireBatch)}, "session "}, // zero ids
+		{&ExpireSessions{}, "sessions: 0 named"},
+		{&ExpireSessions{Sessions: make([]SessionID, MaxExpireBatch+1)}, "sessions: 1025 named"},
+		{&ExpireSessions{Sessions: []SessionID{4, 0}}, "session "},
+		{&ExpireSessions{Sessions: []SessionID{4, 5, 4}}, "session 4 named twice"},
 
 		{&Acquire{Session: 1, Locks: locks(w("a"), LockSpec{Name: "b", Mode: Read}, LockSpec{Name: "s", Mode: Write, Weight: 3, Limit: 3}),
 			Require: "majority", Wait: MaxWait, HoldTTL: MaxHoldTTL, RequestID: "job-1"}, ""},
