@@ -23,6 +23,8 @@ var (
 		"Pending requests cancelled, by a client or by the end of their session.", nil, nil)
 	descSessionExpiries = prometheus.NewDesc("lockd_session_expiries_total",
 		"Sessions expired because their keepalives stopped.", nil, nil)
+	descExpiryEntries = prometheus.NewDesc("lockd_session_expiry_entries_total",
+		"Log entries that expired sessions: the leader ends many in one entry (lockd_session_expiries_total over this is the batching).", nil, nil)
 	descHoldExpiries = prometheus.NewDesc("lockd_hold_expiries_total",
 		"Holds ended by hold_ttl or by their session's expiry.", nil, nil)
 	descRevokes = prometheus.NewDesc("lockd_revoked_holds_total",
@@ -34,7 +36,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c tableCounters) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descGrants, descHandoffs, descTimeouts, descDeadlocks, descCancels,
-		descSessionExpiries, descHoldExpiries, descRevokes, descSurrenders} {
+		descSessionExpiries, descExpiryEntries, descHoldExpiries, descRevokes, descSurrenders} {
 		ch <- d
 	}
 }
@@ -52,6 +54,7 @@ func (c tableCounters) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeadlocks, n.DeadlockSurrenders, "surrender")
 	counter(descCancels, n.Cancels)
 	counter(descSessionExpiries, n.SessionExpiries)
+	counter(descExpiryEntries, n.ExpiryEntries)
 	counter(descHoldExpiries, n.HoldExpiries)
 	counter(descRevokes, n.Revokes)
 	counter(descSurrenders, n.Surrenders)

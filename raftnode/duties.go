@@ -14,7 +14,8 @@ import (
 // keepalive deadlines and expires the sessions that miss them, runTicks
 // proposes a Tick when one of the table's own deadlines passes. Both
 // propose in short-lived goroutines, so a slow commit never delays a
-// deadline.
+// decision: a session whose deadline passes is marked expiring at once
+// (its keepalives refused), whatever is still in flight.
 
 const (
 	// maxDeadlineSleep caps a sleep towards a deadline (a session's on
@@ -27,17 +28,20 @@ const (
 )
 
 // runSessionExpiry keeps the session deadlines in step with the FSM's
-// session events and starts the expiry of every session whose deadline
-// passes. It owns sub, which leaderLoop took before arming the timers
-// from the table; when sub ends it resubscribes and resyncs the timers
-// with the table.
+// session events and expires the sessions that miss them, through an
+// expirer (expiry.go). It owns sub, which leaderLoop took before arming
+// the timers from the table; when sub ends it resubscribes and resyncs
+// the timers with the table.
 func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 	defer l.wg.Done()
 	defer func() { sub.Close() }() // the current one, after resubscribing
 	wake := time.NewTimer(maxDeadlineSleep)
 	defer wake.Stop()
+	exp := newExpirer(n, l)
+	defer exp.retry.Stop()
 	for {
-		n.expireDue(l, wake)
+		n.expireDue(l, wake, exp)
+		exp.start()
 		select {
 		case <-l.stop:
 			return
@@ -52,19 +56,20 @@ func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 			n.sessionEvents(l, batch)
 		case <-l.timers.wake:
 		case <-wake.C:
+		case o := <-exp.done:
+			exp.finished(o)
+		case <-exp.retry.C:
+			exp.retried()
 		}
 	}
 }
 
-// expireDue starts the expiry of every session whose deadline has passed
-// and sets wake for the next deadline.
-func (n *Node) expireDue(l *leadership, wake *time.Timer) {
+// expireDue hands the expirer every session whose deadline has passed,
+// in deadline order, and sets wake for the next deadline.
+func (n *Node) expireDue(l *leadership, wake *time.Timer, exp *expirer) {
 	now := n.now()
 	ids, next, ok := l.timers.due(now)
-	for _, id := range ids {
-		l.wg.Add(1)
-		go n.expireSession(l, id)
-	}
+	exp.add(ids)
 	if ok {
 		wake.Reset(min(next.Sub(now), maxDeadlineSleep))
 	} else {
@@ -88,53 +93,6 @@ func (n *Node) sessionEvents(l *leadership, batch fsm.Batch) {
 		case lockstate.EvSessionClosed, lockstate.EvSessionExpired:
 			l.timers.drop(ev.Session)
 		}
-	}
-}
-
-// publicSessionID is the id the API shows for session id (what users
-// see, and what the log names): its key, or the number for a session of
-// a build before keys.
-func (n *Node) publicSessionID(id lockstate.SessionID) string {
-	key := ""
-	n.fsm.Read(func(t *lockstate.Table) {
-		if info, ok := t.Session(id); ok {
-			key = info.Key
-		}
-	})
-	return lockstate.PublicID(id, key)
-}
-
-// expireSession proposes the expiry of a session whose deadline passed,
-// retrying with backoff until it commits or leadership ends. A session
-// that is already gone (closed meanwhile, or an earlier attempt with an
-// unknown outcome did commit) is fine.
-func (n *Node) expireSession(l *leadership, id lockstate.SessionID) {
-	defer l.wg.Done()
-	backoff := n.timing.retryMin
-	public := n.publicSessionID(id)
-	for {
-		res, index, err := n.proposeLocal(l.ctx, &lockstate.ExpireSession{Session: id})
-		if err == nil {
-			if res.Err != nil && res.Err.Code != lockstate.CodeNoSession {
-				n.logger.Error("session expiry refused", "session", public, "error", res.Err)
-			} else if res.Err == nil {
-				n.logger.Info("session expired", "session", public, "index", index)
-			}
-			l.timers.drop(id)
-			return
-		}
-		if l.ctx.Err() != nil {
-			return // the next leader re-arms it
-		}
-		n.logger.Warn("session expiry failed; retrying", "session", public, "error", err)
-		retry := time.NewTimer(backoff)
-		select {
-		case <-l.stop:
-			retry.Stop()
-			return
-		case <-retry.C:
-		}
-		backoff = min(2*backoff, maxDutyBackoff)
 	}
 }
 

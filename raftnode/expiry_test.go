@@ -1,0 +1,145 @@
+package raftnode
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/fsm"
+	"github.com/lockd/lockd/lockstate"
+)
+
+// TestMassExpiry: sessions that each hold a lock two others wait for all
+// miss their deadline at once. Every one expires on every node, each lock
+// goes to its first waiter (the second still waits), and the log shows
+// how: with every voter on this build, a few ExpireSessions entries of at
+// most expiryBatch sessions each; with a voter on a build before
+// FormatExpireBatch, one ExpireSession entry per session, as that build
+// can apply.
+func TestMassExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		format int
+	}{
+		{"batched", int(fsm.NewestFormat)},
+		{"older voter", int(fsm.FormatHoldValues)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testMassExpiry(t, tc.format)
+		})
+	}
+}
+
+func testMassExpiry(t *testing.T, format int) {
+	const (
+		dying    = 300 // two entries of expiryBatch
+		dyingTTL = time.Minute
+	)
+	// One clock for the cluster, moved past the dying sessions' TTL
+	// below, rather than a wait for it.
+	var ahead atomic.Int64
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	})
+	for _, tn := range c.live() {
+		tn.get().SetLogFormat(func() int { return format })
+	}
+	n := c.leader().get()
+	first, second := createSession(t, n, time.Hour), createSession(t, n, time.Hour)
+	sessions := make([]lockstate.SessionID, dying)
+	for i := range sessions {
+		sessions[i] = createSession(t, n, dyingTTL)
+		name := fmt.Sprintf("mass/%d", i)
+		if r := acquire(t, n, sessions[i], name, fmt.Sprintf("held-%d", i), 0, 0); r.Status != lockstate.Granted {
+			t.Fatalf("%s: %s", name, r.Status)
+		}
+		for _, w := range []struct {
+			s  lockstate.SessionID
+			id string
+		}{{first, "first-%d"}, {second, "second-%d"}} {
+			if r := acquire(t, n, w.s, name, fmt.Sprintf(w.id, i), time.Hour, 0); r.Status != lockstate.Pending {
+				t.Fatalf("%s waiter: %s", name, r.Status)
+			}
+		}
+	}
+	start := c.leader().get().raft.LastIndex()
+
+	// Past every dying deadline. A new leader gives every session a full
+	// TTL from its own start (it cannot know the last keepalive): after
+	// an election the clock is moved again.
+	var movedFor uint64
+	waitFor(t, 2*time.Minute, "every dying session to expire everywhere", func() bool {
+		if l := c.readyLeader(); l != nil && l.get().lead.Load().term != movedFor {
+			movedFor = l.get().lead.Load().term
+			ahead.Add(int64(dyingTTL + time.Second))
+		}
+		for _, tn := range c.live() {
+			for _, s := range sessions {
+				if hasSession(tn.get(), s) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	c.converged()
+	for _, tn := range c.live() {
+		tn.get().FSM().Read(func(tab *lockstate.Table) {
+			for i := range dying {
+				li, _ := tab.Lock(fmt.Sprintf("mass/%d", i))
+				if len(li.Holders) != 1 || li.Holders[0].Session != first || len(li.Waiters) != 1 || li.Waiters[0].Session != second {
+					t.Errorf("%s: mass/%d: holders %+v, waiters %+v; want the first waiter holding, the second waiting",
+						tn.id, i, li.Holders, li.Waiters)
+					return
+				}
+			}
+		})
+	}
+
+	singles, batches, most := expiryEntries(t, c.leader().get(), start)
+	t.Logf("format %d: %d sessions expired by %d single entries and %d batches (the largest %d)", format, dying, singles, batches, most)
+	if format >= int(fsm.FormatExpireBatch) {
+		// Each batch at most expiryBatch; a few more entries after an
+		// election cut one short.
+		if singles != 0 || batches < dying/expiryBatch || batches > dying/expiryBatch+4 || most > expiryBatch {
+			t.Errorf("batched expiry: %d single entries, %d batches of at most %d", singles, batches, most)
+		}
+	} else if batches != 0 || singles < dying {
+		t.Errorf("an older voter: %d batches, %d single expiries of %d sessions", batches, singles, dying)
+	}
+}
+
+// expiryEntries counts the expiry entries in n's log after index from:
+// single ExpireSessions, batches, and the most sessions a batch named.
+func expiryEntries(t *testing.T, n *Node, from uint64) (singles, batches, most int) {
+	t.Helper()
+	last, err := n.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := from + 1; i <= last; i++ {
+		var e raft.Log
+		if err := n.logs.GetLog(i, &e); err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		if e.Type != raft.LogCommand {
+			continue
+		}
+		_, cmd, err := fsm.Decode(e.Data)
+		if err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		switch c := cmd.(type) {
+		case *lockstate.ExpireSession:
+			singles++
+		case *lockstate.ExpireSessions:
+			batches++
+			most = max(most, len(c.Sessions))
+		}
+	}
+	return singles, batches, most
+}
