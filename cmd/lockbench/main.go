@@ -5,7 +5,8 @@
 //	lockbench --spawn 3 --tls --clients 16
 //	lockbench --addrs 127.0.0.1:7001,127.0.0.1:7002 --clients 16
 //	lockbench --addrs 127.0.0.1:7001 --ca-cert certs/ca.pem --clients 16
-//	lockbench --spawn 3 --keepalive 100000 --ttl 60s --clients 64 --duration 120s [--failover]
+//	lockbench --spawn 3 --keepalive 100000 --ttl 60s --clients 64 --duration 120s [--failover [--pause]]
+//	lockbench --spawn 3 --mass-expiry 50000 --ttl 15s --clients 64 --duration 10s
 //
 // Each client opens a session and repeats: acquire its own name (no
 // contention), release it. A pair is one acquire plus one release, two log
@@ -17,7 +18,18 @@
 // each alive every third of it on an even schedule (a random phase per
 // session, a little jitter), from the moment it is opened; --failover
 // kills the leader halfway through and reports the sessions lost and how
-// long until every session was kept alive again.
+// long until every session was kept alive again; with --pause it pauses
+// the leader instead (SIGSTOP) and resumes it once the others have a new
+// one, so that it wakes believing it leads.
+//
+// With --mass-expiry N, 16 probe clients acquire and release names of
+// their own throughout; after a quiet window of --duration it opens N
+// sessions of TTL --ttl, each holding a lock of its own and kept alive
+// until all are open, and a waiter session per 64 of them asks for their
+// names; then the N sessions' clients all stop. It reports the probes'
+// acquire latency in the quiet window and during the storm, every
+// waiter's grant, how late the expiries came and the log entries they
+// took.
 //
 // With --spawn, --tls makes a CA, a node certificate per node and a gossip
 // key in the cluster's directory and starts every node with them: the HTTP
@@ -30,6 +42,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -53,9 +66,9 @@ type options struct {
 	spawn                         int
 	duration, warmup              time.Duration
 	spread, tls, shared           bool
-	keepalive, hold               int
+	keepalive, hold, massExpiry   int
 	ttl                           time.Duration
-	failover                      bool
+	failover, pause, restart      bool
 	lockdFlags                    string
 	caCert, clientCert, clientKey string
 	token                         string
@@ -82,6 +95,13 @@ func parseFlags() *options {
 	flag.DurationVar(&o.ttl, "ttl", defaultKeepaliveTTL, "with --keepalive: the sessions' TTL")
 	flag.BoolVar(&o.failover, "failover", false, "with --keepalive and --spawn: kill the leader halfway through the measured window, follow the new one, "+
 		"and report the sessions lost and the time until every session was kept alive again")
+	flag.IntVar(&o.massExpiry, "mass-expiry", 0, "instead of pairs: open this many sessions (TTL --ttl), each holding a lock a live waiter asks for, "+
+		"then stop their keepalives at once; reports the live clients' acquire latency before and during the storm, the waiters' grants, "+
+		"the latest expiry past its TTL and the log entries per expired session")
+	flag.BoolVar(&o.pause, "pause", false, "with --failover: pause the leader (SIGSTOP) instead of killing it, and resume it "+
+		defaultPausedFor.String()+" after the others name a new leader, so that it wakes believing it leads")
+	flag.BoolVar(&o.restart, "restart", false, "with --keepalive and --spawn: every session also holds a name of its own, and after the window "+
+		"a follower is restarted (keepalives going on) once it holds a snapshot; reports the snapshot's wait and the catch-up")
 	flag.BoolVar(&o.tls, "tls", false, "with --spawn: run the cluster with TLS and a gossip key, and speak HTTPS")
 	flag.StringVar(&o.caCert, "ca-cert", "", "with --addrs: speak HTTPS, trusting the CA certificate(s) in `FILE`")
 	flag.StringVar(&o.clientCert, "client-cert", "", "with --addrs: present the client certificate in `FILE`")
@@ -112,7 +132,11 @@ func run() error {
 	}
 	var spawned *localCluster
 	if o.spawn > 0 {
-		c, err := startCluster(o.lockd, o.spawn, o.tls, strings.Fields(o.lockdFlags))
+		flags := strings.Fields(o.lockdFlags)
+		if o.massExpiry > 0 && !slices.Contains(flags, "--max-wait") {
+			flags = append(flags, "--max-wait", (massWait + time.Minute).String()) // the waiters wait through the storm
+		}
+		c, err := startCluster(o.lockd, o.spawn, o.tls, flags)
 		if err != nil {
 			return err
 		}
@@ -121,6 +145,12 @@ func run() error {
 	}
 	if len(nodes) == 0 {
 		return errors.New("give --addrs or --spawn")
+	}
+	if o.pause && !o.failover {
+		return errors.New("--pause is a kind of --failover: give both")
+	}
+	if o.restart && (o.keepalive == 0 || spawned == nil || o.failover) {
+		return errors.New("--restart needs --keepalive and --spawn, and no --failover")
 	}
 	if o.failover && (o.keepalive == 0 || spawned == nil) {
 		return errors.New("--failover needs --keepalive and --spawn (lockbench kills the leader it started)")
@@ -136,6 +166,8 @@ func run() error {
 	fmt.Printf("lockbench: %d node(s), clients to %s over %s, %v per run\n",
 		len(nodes), strings.Join(targets, ","), a.scheme(), o.duration)
 	switch {
+	case o.massExpiry > 0:
+		return runMassExpiry(a, leader, o, slices.Max(counts))
 	case o.keepalive > 0:
 		return runKeepalives(a, targets, nodes, spawned, o, slices.Max(counts))
 	case o.hold > 0:
@@ -167,7 +199,15 @@ func runHold(a api, targets, nodes []string, leader string, c *localCluster, n, 
 	if c == nil {
 		return nil
 	}
+	return restartFollower(a, c, nodes, leader)
+}
+
+// restartFollower restarts a follower of leader once it holds a snapshot
+// of everything applied so far, and prints how long the snapshot took to
+// come and the restarted node to catch up.
+func restartFollower(a api, c *localCluster, nodes []string, leader string) error {
 	hc := a.client(2, 10*time.Second)
+	defer hc.CloseIdleConnections()
 	index, err := appliedIndex(hc, a, leader)
 	if err != nil {
 		return err
@@ -195,6 +235,24 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 	if o.failover {
 		cfg.kill = c.kill
 	}
+	if o.failover && o.pause {
+		cfg.kill, cfg.resume, cfg.pausedFor = c.pause, c.resume, defaultPausedFor
+	}
+	if o.restart {
+		// Each session holds a name of its own; after the window, with
+		// the keepalives going on, a follower is restarted.
+		cfg.hold = func(hc *http.Client, base string, i int, id string) error {
+			return acquireOne(hc, base, id, fmt.Sprintf("%s/s%d", o.prefix, i), 0)
+		}
+		cfg.afterWindow = func() error {
+			leader, err := waitAgreedLeader(a, nodes, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%d sessions and %d holds: restarting a follower\n", o.keepalive, o.keepalive)
+			return restartFollower(a, c, nodes, leader)
+		}
+	}
 	r, err := keepalives(a, targets, nodes, cfg)
 	if err != nil {
 		return err
@@ -214,8 +272,16 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 			node, cpu, m.rss/1e6, m.heap/1e6, (m.heap-r.heapBefore[node])/float64(o.keepalive))
 	}
 	if f := r.failover; f != nil {
-		fmt.Printf("failover: killed %s; every survivor named %s after %v; %d keepalives failed after the kill\n",
-			f.killed, f.leader, f.elected.Round(time.Millisecond), f.errors)
+		how := "killed"
+		if f.paused {
+			how = "paused"
+		}
+		fmt.Printf("failover: %s %s; every survivor named a new leader after %v; %d keepalives failed after the %s\n",
+			how, f.killed, f.elected.Round(time.Millisecond), f.errors, strings.TrimSuffix(how, "ed"))
+		if f.paused {
+			fmt.Printf("resumed %s %v later: every node named %s %v after the resume\n",
+				f.killed, defaultPausedFor, f.leader, f.rejoined.Round(time.Millisecond))
+		}
 		if f.rekept > 0 {
 			fmt.Printf("every session kept alive again %v after the kill\n", f.rekept.Round(time.Millisecond))
 		} else {
@@ -223,6 +289,34 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 		}
 	}
 	fmt.Printf("sessions lost: %d\n", r.lost)
+	return nil
+}
+
+// runMassExpiry runs and prints the --mass-expiry workload.
+func runMassExpiry(a api, leader string, o *options, conns int) error {
+	cfg := massConfig{n: o.massExpiry, conns: conns, probes: 16, ttl: o.ttl, warmup: o.warmup, quiet: o.duration}
+	r, err := massExpiry(a, leader, cfg)
+	if err != nil {
+		return err
+	}
+	q := func(lat []time.Duration, p float64) time.Duration { return (&result{lat: lat}).quantile(p) }
+	fmt.Printf("%d sessions (TTL %v) holding a lock each, %d waiters of %d names each, set up in %v\n",
+		o.massExpiry, o.ttl, r.waiters, massGroup, r.setup.Round(time.Millisecond))
+	fmt.Printf("live acquires, %d probes: quiet (before the set-up) p50 %v p99 %v (%d); storm (%v to %v after the stop) p50 %v p99 %v (%d); p99 ratio %.2f; %d errors\n",
+		cfg.probes, q(r.quiet, 0.5), q(r.quiet, 0.99), len(r.quiet), r.stormFrom.Round(time.Millisecond), r.stormTo.Round(time.Millisecond),
+		q(r.storm, 0.5), q(r.storm, 0.99), len(r.storm), float64(q(r.storm, 0.99))/float64(max(q(r.quiet, 0.99), 1)), r.probeErrors)
+	fmt.Printf("waiters granted: %d of %d, the first %v and the last %v after the stop\n",
+		r.granted, r.waiters, r.firstGrant.Round(time.Millisecond), r.lastGrant.Round(time.Millisecond))
+	if r.waitErr != nil {
+		fmt.Printf("  a waiter not granted: %v\n", r.waitErr)
+	}
+	fmt.Printf("latest expiry past TTL: at most %v (a waiter's grant after its sessions' last deadline)\n", r.latest.Round(time.Millisecond))
+	entries := "an unknown number of log entries (the nodes do not export lockd_session_expiry_entries_total)"
+	if r.entries >= 0 {
+		entries = fmt.Sprintf("%.0f log entries (%.1f entries per 1,000 sessions)", r.entries, 1000*r.entries/max(r.expired, 1))
+	}
+	fmt.Printf("%.0f sessions expired in %s; leader %.1f%% of one core from the stop to the last grant\n",
+		r.expired, entries, r.leaderCPU)
 	return nil
 }
 

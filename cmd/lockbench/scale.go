@@ -31,6 +31,17 @@ type keepaliveConfig struct {
 	// window the leader every node names is killed with it (the harness
 	// that owns the processes does it) and the clients follow the new one.
 	kill func(addr string) error
+	// resume, when set, makes kill a pause: the paused leader is resumed
+	// pausedFor after the others name a new one, and wakes believing it
+	// leads.
+	resume    func(addr string) error
+	pausedFor time.Duration
+	// hold, when set, runs once a session is opened, before its first
+	// keepalive: --mass-expiry's and --restart's sessions take a lock in it.
+	hold func(hc *http.Client, base string, i int, id string) error
+	// afterWindow, when set, runs after the measured window while the
+	// keepalives go on (--restart).
+	afterWindow func() error
 }
 
 // keepaliveResult is one --keepalive run: keepalives sent and refused
@@ -56,7 +67,13 @@ type failoverResult struct {
 	rekept         time.Duration // from the kill until every session had a keepalive sent after it succeed; 0: not all did
 	rekeptN        int64         // sessions kept alive after the kill
 	errors         int64         // keepalives that failed after the kill
+	paused         bool          // the leader was paused, then resumed, not killed
+	rejoined       time.Duration // from the resume until every node named the new leader
 }
+
+// defaultPausedFor is how long --pause keeps the paused leader paused
+// after the others name a new leader.
+const defaultPausedFor = 5 * time.Second
 
 // quantile returns the q-quantile of the keepalive latencies.
 func (r *keepaliveResult) quantile(q float64) time.Duration {
@@ -83,6 +100,7 @@ type kaRun struct {
 	rekept         atomic.Int64 // sessions kept alive by a keepalive sent after the kill
 	rekeptAt       atomic.Int64 // UnixNano when the last of them was
 	rekeptOne      []bool
+	keptAt         []int64 // per session: UnixNano of the last keepalive (or the creation) that succeeded
 
 	latMu sync.Mutex
 	lat   []time.Duration
@@ -106,28 +124,19 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	if cfg.ttl < 3*time.Millisecond {
 		return nil, fmt.Errorf("--ttl %v is too short", cfg.ttl)
 	}
-	period := cfg.ttl / 3
-	run := &kaRun{a: a, cfg: cfg, period: period, ids: make([]string, cfg.n), stop: make(chan struct{}),
-		hc: a.client(cfg.conns, min(period, 10*time.Second)), rekeptOne: make([]bool, cfg.n)}
+	run := newKaRun(a, targets, cfg)
 	defer run.hc.CloseIdleConnections()
-	run.targets.Store(&targets)
 	r := &keepaliveResult{elapsed: cfg.d, cpu: map[string]float64{}, memory: map[string]nodeMemory{}}
 	r.heapBefore = heapInUse(run.hc, a, nodes)
 
-	var created, done sync.WaitGroup
 	start := time.Now()
-	for w := range cfg.conns {
-		created.Add(1)
-		done.Add(1)
-		go func() { defer done.Done(); run.worker(w, &created) }()
-	}
+	stop, err := run.open()
 	defer run.deleteAll()
-	defer func() { close(run.stop); done.Wait() }()
-	created.Wait()
-	r.opened = time.Since(start)
-	if run.createErr != nil {
-		return nil, fmt.Errorf("open sessions: %w", run.createErr)
+	defer stop()
+	if err != nil {
+		return nil, err
 	}
+	r.opened = time.Since(start)
 	live := slices.Clone(nodes)
 	if !cfg.spread {
 		go run.followLeader(&live)
@@ -168,7 +177,39 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	if r.lost, err = run.lost(); err != nil {
 		return nil, err
 	}
+	if cfg.afterWindow != nil {
+		if err := cfg.afterWindow(); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// newKaRun prepares a run of cfg.n sessions spread over targets.
+func newKaRun(a api, targets []string, cfg keepaliveConfig) *kaRun {
+	period := cfg.ttl / 3
+	run := &kaRun{a: a, cfg: cfg, period: period, ids: make([]string, cfg.n), stop: make(chan struct{}),
+		hc: a.client(cfg.conns, min(period, 10*time.Second)), rekeptOne: make([]bool, cfg.n), keptAt: make([]int64, cfg.n)}
+	run.targets.Store(&targets)
+	return run
+}
+
+// open starts the workers and returns once every session is open, each
+// kept alive from its opening; stop ends the keepalives (every session
+// then runs out its TTL) and returns once the workers have.
+func (run *kaRun) open() (stop func(), err error) {
+	var created, done sync.WaitGroup
+	for w := range run.cfg.conns {
+		created.Add(1)
+		done.Add(1)
+		go func() { defer done.Done(); run.worker(w, &created) }()
+	}
+	stop = sync.OnceFunc(func() { close(run.stop); done.Wait() })
+	created.Wait()
+	if run.createErr != nil {
+		return stop, fmt.Errorf("open sessions: %w", run.createErr)
+	}
+	return stop, nil
 }
 
 // dueSession is a session's next keepalive: due at base plus jitter;
@@ -259,13 +300,19 @@ func (run *kaRun) target(i int) string {
 // error, if the session could not be opened.
 func (run *kaRun) create(h *dueHeap, i int) bool {
 	id, err := createSessionTTL(run.hc, run.target(i), run.cfg.ttl)
+	if err == nil {
+		run.ids[i] = id
+		run.keptAt[i] = time.Now().UnixNano()
+		if run.cfg.hold != nil {
+			err = run.cfg.hold(run.hc, run.target(i), i, id)
+		}
+	}
 	if err != nil {
 		run.createMu.Lock()
 		run.createErr = cmp.Or(run.createErr, err)
 		run.createMu.Unlock()
 		return false
 	}
-	run.ids[i] = id
 	base := time.Now().Add(time.Duration(rand.Int64N(int64(run.period))))
 	heap.Push(h, dueSession{due: base, base: base, i: i})
 	return true
@@ -290,6 +337,7 @@ func (run *kaRun) keepalive(h *dueHeap, backoff *time.Duration) time.Duration {
 	}
 	switch {
 	case err == nil:
+		run.keptAt[s.i] = sentAt.UnixNano()
 		if measuring {
 			run.latMu.Lock()
 			run.lat = append(run.lat, took)
@@ -402,7 +450,35 @@ func (run *kaRun) failover(nodes []string, live *[]string) (*failoverResult, err
 	if !run.cfg.spread {
 		run.targets.Store(&[]string{next})
 	}
-	return &failoverResult{killed: leader, leader: next, elected: time.Since(start)}, nil
+	f := &failoverResult{killed: leader, leader: next, elected: time.Since(start)}
+	if run.cfg.resume != nil {
+		return f, run.rejoin(f, nodes, live)
+	}
+	return f, nil
+}
+
+// rejoin resumes the paused leader cfg.pausedFor after the others elected a
+// new one, and waits (30 s at most) until every node names the same
+// leader again: the old one must learn that it no longer leads.
+func (run *kaRun) rejoin(f *failoverResult, nodes []string, live *[]string) error {
+	f.paused = true
+	time.Sleep(run.cfg.pausedFor)
+	if err := run.cfg.resume(f.killed); err != nil {
+		return fmt.Errorf("failover: resume %s: %w", f.killed, err)
+	}
+	resumed := time.Now()
+	leader, err := waitAgreedLeader(run.a, nodes, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("failover: after resuming %s: %w", f.killed, err)
+	}
+	f.rejoined, f.leader = time.Since(resumed), leader
+	run.liveMu.Lock()
+	*live = slices.Clone(nodes)
+	run.liveMu.Unlock()
+	if run.cfg.spread {
+		run.targets.Store(&nodes)
+	}
+	return nil
 }
 
 // agreedLeader returns the leader that every one of nodes names, if they

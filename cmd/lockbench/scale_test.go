@@ -146,6 +146,39 @@ func TestKeepalivesFailover(t *testing.T) {
 	}
 }
 
+// TestKeepalivesPausedLeader: --failover --pause pauses the leader
+// instead, resumes it once the others lead, and waits until it names the
+// new leader too; the keepalives stay with the new leader and none is
+// lost.
+func TestKeepalivesPausedLeader(t *testing.T) {
+	f := newFakeNodes(t, 3)
+	resumed := ""
+	resume := func(addr string) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		resumed = addr
+		f.dead[slices.Index(f.addrs, addr)] = false
+		return nil
+	}
+	r, err := keepalives(api{}, []string{f.addrs[0]}, f.addrs, keepaliveConfig{n: 30, conns: 4, ttl: 300 * time.Millisecond,
+		warmup: 100 * time.Millisecond, d: 2 * time.Second, kill: f.kill, resume: resume, pausedFor: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fo := r.failover
+	if fo == nil || !fo.paused || fo.killed != f.addrs[0] || resumed != f.addrs[0] || fo.leader != f.addrs[1] {
+		t.Fatalf("failover %+v, resumed %q; want %s paused and resumed, %s leading", fo, resumed, f.addrs[0], f.addrs[1])
+	}
+	if fo.rekeptN != 30 || r.lost != 0 {
+		t.Fatalf("%d sessions kept alive again, %d lost; want 30 and 0", fo.rekeptN, r.lost)
+	}
+	if _, ok := r.cpu[f.addrs[0]]; !ok {
+		t.Fatalf("no cpu reported for the resumed node: %v", r.cpu)
+	}
+}
+
 // TestHold: --hold takes every name once, at most 64 per acquire and
 // 5,000 per session, and reads each node's memory from /metrics.
 func TestHold(t *testing.T) {

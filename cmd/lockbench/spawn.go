@@ -193,6 +193,7 @@ func writeGossipKey(path string) error {
 // stop terminates every process and removes the data.
 func (c *localCluster) stop() {
 	for _, p := range c.procs {
+		_ = p.Process.Signal(syscall.SIGCONT) // a paused node takes its SIGTERM only once running
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
 	done := make(chan struct{})
@@ -244,5 +245,24 @@ func (c *localCluster) kill(addr string) error {
 		return fmt.Errorf("kill %s: %w", nodeID(i), err)
 	}
 	_ = c.procs[i].Wait() // "signal: killed"
+	return nil
+}
+
+// pause stops (SIGSTOP) the node whose HTTP address is addr, as a long GC
+// pause or a frozen VM would; resume (SIGCONT) wakes it, believing it
+// still leads.
+func (c *localCluster) pause(addr string) error { return c.signal(addr, syscall.SIGSTOP) }
+
+// resume continues a paused node.
+func (c *localCluster) resume(addr string) error { return c.signal(addr, syscall.SIGCONT) }
+
+func (c *localCluster) signal(addr string, sig syscall.Signal) error {
+	i := slices.Index(c.addrs, addr)
+	if i < 0 {
+		return fmt.Errorf("%s is none of the nodes lockbench started", addr)
+	}
+	if err := c.procs[i].Process.Signal(sig); err != nil {
+		return fmt.Errorf("%v %s: %w", sig, nodeID(i), err)
+	}
 	return nil
 }
