@@ -25,10 +25,13 @@ import (
 //     or added) accepts the peers of its join rule (Node.SetJoinRule:
 //     with gossip, the members that have raft state, whose node
 //     certificate names them), and nobody else;
-//   - a member that knows no leader accepts the join rule's peers too: a
-//     node replaced under its own id replays the log from its start, and
-//     the configuration it holds meanwhile may lack the current leader
-//     (a node that joined later), which it must still hear.
+//   - a member that knows no leader, or follows the peer as its leader,
+//     accepts the join rule's peers too: a node replaced under its own id
+//     replays the log from its start, and the configuration it holds
+//     meanwhile may lack the current leader (a node that joined later),
+//     which it must still hear until it reaches the entry that adds it.
+//     (It follows only a leader whose RPCs it has accepted, so this
+//     admits nobody the rule did not already.)
 //
 // The peer is checked when its connection is accepted and again whenever
 // bytes arrive on it (before raft decodes them), so a member removed
@@ -70,7 +73,7 @@ func (n *Node) admitsRaft(name string) bool {
 		}
 	}
 	if len(servers) > 0 {
-		if _, leader := r.LeaderWithID(); leader != "" {
+		if _, leader := r.LeaderWithID(); leader != "" && string(leader) != name {
 			return false
 		}
 	}

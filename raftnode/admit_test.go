@@ -3,10 +3,15 @@ package raftnode
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/lockd/lockd/cmd/lockd/lockdtest"
+	"github.com/lockd/lockd/lockstate"
 )
 
 // rpcKind names one of raft's RPCs, for the tables below.
@@ -197,4 +202,53 @@ func (c *testCluster) remove(id string) {
 		err = l.get().RemoveServer(id)
 		return err == nil
 	})
+}
+
+// A member replaced under its own id replays the log from its start, and
+// for a while holds a configuration without the leader it catches up
+// from (a node added later): it must go on hearing that leader, whom it
+// follows, until it reaches the entry that adds it (jepsen, 2026-12-05:
+// the replacement refused the leader and stayed at the first batch).
+func TestReplacementHearsALeaderItsReplayedConfigurationLacks(t *testing.T) {
+	pki := newTestPKI(t)
+	c := newTestCluster(t, 3, pki.useTLS)
+	// More entries than one AppendEntries carries (raft's MaxAppendEntries,
+	// 64) before the leader-to-be joins.
+	for range 100 {
+		proposeSettled(t, c.leader().get(), &lockstate.Tick{})
+	}
+	late := c.addNode("n4")
+	waitFor(t, 30*time.Second, "n4 to lead", func() bool {
+		if l := c.readyLeader(); l != nil && l.id != late.id {
+			_ = l.get().raft.LeadershipTransferToServer(raft.ServerID(late.id), raft.ServerAddress(late.raftAddr)).Error()
+		}
+		return c.readyLeader() == late
+	})
+	replaced := c.followers(late)[0]
+	replaced.stop()
+	if err := os.RemoveAll(replaced.dir); err != nil {
+		t.Fatal(err)
+	}
+	replaced.dir = t.TempDir()
+	replaced.start()
+	want := c.leader().get().FSM().AppliedIndex()
+	waitFor(t, 30*time.Second, replaced.id+" to catch up from "+late.id, func() bool {
+		return replaced.get().FSM().AppliedIndex() >= want
+	})
+}
+
+// addNode starts a fresh node id and adds it as a voter through whichever
+// node leads.
+func (c *testCluster) addNode(id string) *testNode {
+	c.t.Helper()
+	tn := &testNode{c: c, id: id, dir: c.t.TempDir(), raftAddr: fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePorts(c.t, 1)[0])}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, tn)
+	c.mu.Unlock()
+	tn.start()
+	waitFor(c.t, 30*time.Second, "the addition of "+id, func() bool {
+		l := c.readyLeader()
+		return l != nil && l.get().AddVoter(id, tn.raftAddr) == nil
+	})
+	return tn
 }
