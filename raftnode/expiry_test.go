@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,15 +68,18 @@ func testMassExpiry(t *testing.T, format int) {
 		}
 	}
 	start := c.leader().get().raft.LastIndex()
+	seen := watchExpiries(t, c)
 
 	// Past every dying deadline. A new leader gives every session a full
 	// TTL from its own start (it cannot know the last keepalive): after
 	// an election the clock is moved again.
 	var movedFor uint64
 	waitFor(t, 2*time.Minute, "every dying session to expire everywhere", func() bool {
-		if l := c.readyLeader(); l != nil && l.get().lead.Load().term != movedFor {
-			movedFor = l.get().lead.Load().term
-			ahead.Add(int64(dyingTTL + time.Second))
+		if l := c.readyLeader(); l != nil {
+			if lead := l.get().lead.Load(); lead != nil && lead.term != movedFor {
+				movedFor = lead.term
+				ahead.Add(int64(dyingTTL + time.Second))
+			}
 		}
 		for _, tn := range c.live() {
 			for _, s := range sessions {
@@ -87,6 +91,13 @@ func testMassExpiry(t *testing.T, format int) {
 		return true
 	})
 	c.converged()
+	for id, counts := range seen() {
+		for _, s := range sessions {
+			if counts[s] != 1 {
+				t.Errorf("%s: session %d expired %d times in its events, want once", id, s, counts[s])
+			}
+		}
+	}
 	for _, tn := range c.live() {
 		tn.get().FSM().Read(func(tab *lockstate.Table) {
 			for i := range dying {
@@ -110,6 +121,42 @@ func testMassExpiry(t *testing.T, format int) {
 		}
 	} else if batches != 0 || singles < dying {
 		t.Errorf("an older voter: %d batches, %d single expiries of %d sessions", batches, singles, dying)
+	}
+}
+
+// watchExpiries subscribes to every node's applied events; seen ends the
+// subscriptions and returns, per node, how many times each session's
+// expiry was an event. No session may end unobserved, nor twice.
+func watchExpiries(t *testing.T, c *testCluster) (seen func() map[string]map[lockstate.SessionID]int) {
+	var wg sync.WaitGroup
+	counts := map[string]map[lockstate.SessionID]int{}
+	var subs []*fsm.Subscription
+	for _, tn := range c.live() {
+		sub := tn.get().FSM().Subscribe(1 << 16) // every batch of the test, so none is dropped
+		subs = append(subs, sub)
+		mine := map[lockstate.SessionID]int{}
+		counts[tn.id] = mine
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range sub.C() {
+				for _, ev := range b.Events {
+					if ev.Kind == lockstate.EvSessionExpired {
+						mine[ev.Session]++
+					}
+				}
+			}
+		}()
+	}
+	return func() map[string]map[lockstate.SessionID]int {
+		for _, sub := range subs {
+			if err := sub.Err(); err != nil {
+				t.Errorf("a subscription ended early: %v", err)
+			}
+			sub.Close()
+		}
+		wg.Wait()
+		return counts
 	}
 }
 

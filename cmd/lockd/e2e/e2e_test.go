@@ -836,7 +836,8 @@ func (c *client) goReattach(t *testing.T, addr, id string, total time.Duration) 
 // follower must live on: the follower's forwarded keepalives to the frozen
 // leader give up after about an election and find the new leader, which
 // re-armed the session with a full TTL. (Before forwarded keepalives had a
-// per-attempt bound, they hung on the frozen leader past that TTL.)
+// per-attempt bound, they hung on the frozen leader past that TTL.) Then
+// the old leader wakes, believing it leads: the session lives on.
 func TestSessionSurvivesPausedLeader(t *testing.T) {
 	t.Parallel() // mostly waits (see main_test.go)
 	c := startCluster(t, 3)
@@ -870,5 +871,19 @@ func TestSessionSurvivesPausedLeader(t *testing.T) {
 	if st := k.stats(); st.oks < 5 {
 		t.Fatalf("only %d keepalives succeeded in 15 s (%d failed, last: %v)", st.oks, st.fails, st.lastErr)
 	}
+
+	// The old leader wakes believing it leads, every session's deadline
+	// long past on its clock: whatever expiry it proposes cannot commit,
+	// and it must not end the session. It rejoins as a follower.
 	_ = proc.Signal(syscall.SIGCONT)
+	c.waitLeader(c.nodes, 30*time.Second)
+	oks := k.stats().oks
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if st := k.stats(); st.notFound {
+			t.Fatalf("session expired after the old leader woke: %v\n%s", st.lastErr, k.log())
+		}
+	}
+	if st := k.stats(); st.oks < oks+3 {
+		t.Fatalf("only %d keepalives succeeded in the 10 s after the old leader woke (%d failed, last: %v)", st.oks-oks, st.fails, st.lastErr)
+	}
 }
