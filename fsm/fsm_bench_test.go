@@ -83,7 +83,20 @@ func BenchmarkSnapshotRestore1M(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a 1M-lock table")
 	}
-	const sessions, perSession = 1000, 1000
+	benchSnapshotRestore(b, 1000, 1000)
+}
+
+// BenchmarkSnapshotRestore100kSessions is the same for the table of
+// 100,000 live sessions that hold a lock each (the scale of issue 37):
+// what a follower that restarts, or one that installs the leader's
+// snapshot, loads.
+func BenchmarkSnapshotRestore100kSessions(b *testing.B) {
+	benchSnapshotRestore(b, 100_000, 1)
+}
+
+// benchSnapshotRestore builds sessions × perSession held locks through
+// Apply and measures Snapshot, Persist and Restore of them.
+func benchSnapshotRestore(b *testing.B, sessions, perSession int) {
 	base := heapInUse()
 	f := New(Config{})
 	l := &raft.Log{Type: raft.LogCommand}

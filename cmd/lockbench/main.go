@@ -272,18 +272,18 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 			node, cpu, m.rss/1e6, m.heap/1e6, (m.heap-r.heapBefore[node])/float64(o.keepalive))
 	}
 	if f := r.failover; f != nil {
-		how := "killed"
+		how, event := "killed", "kill"
 		if f.paused {
-			how = "paused"
+			how, event = "paused", "pause"
 		}
 		fmt.Printf("failover: %s %s; every survivor named a new leader after %v; %d keepalives failed after the %s\n",
-			how, f.killed, f.elected.Round(time.Millisecond), f.errors, strings.TrimSuffix(how, "ed"))
+			how, f.killed, f.elected.Round(time.Millisecond), f.errors, event)
 		if f.paused {
 			fmt.Printf("resumed %s %v later: every node named %s %v after the resume\n",
 				f.killed, defaultPausedFor, f.leader, f.rejoined.Round(time.Millisecond))
 		}
 		if f.rekept > 0 {
-			fmt.Printf("every session kept alive again %v after the kill\n", f.rekept.Round(time.Millisecond))
+			fmt.Printf("every session kept alive again %v after the %s\n", f.rekept.Round(time.Millisecond), event)
 		} else {
 			fmt.Printf("%d of %d sessions kept alive again by the end\n", f.rekeptN, o.keepalive)
 		}

@@ -3,11 +3,11 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -77,6 +77,9 @@ func massExpiry(a api, leader string, cfg massConfig) (*massResult, error) {
 	time.Sleep(cfg.quiet)
 	r.quiet, r.probeErrors = pr.window(quietFrom, time.Now())
 
+	// The probes rest while the storm is set up: they would take the
+	// leader's CPU from the keepalives of the sessions being opened.
+	pr.paused.Store(true)
 	start := time.Now()
 	dying := newKaRun(a, []string{leader}, keepaliveConfig{n: cfg.n, conns: cfg.conns, ttl: cfg.ttl,
 		hold: func(hc *http.Client, base string, i int, id string) error {
@@ -95,6 +98,7 @@ func massExpiry(a api, leader string, cfg massConfig) (*massResult, error) {
 		return nil, err
 	}
 	r.setup = time.Since(start)
+	pr.paused.Store(false)
 
 	before, err := metrics(hc, a, leader, "lockd_session_expiries_total", "process_cpu_seconds_total")
 	if err != nil {
@@ -250,6 +254,7 @@ func closeSessions(hc *http.Client, base string, waiters []*massWaiter) {
 // probes are live clients, each acquiring and releasing a name of its
 // own, recording each acquire's start and latency.
 type probes struct {
+	paused   atomic.Bool // probes only keep their sessions alive
 	stopOnce sync.Once
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -295,11 +300,15 @@ func (p *probes) run(hc *http.Client, base string, c int) {
 				kept = time.Now()
 			}
 		}
+		if p.paused.Load() {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		t0 := time.Now()
 		err := acquireOne(hc, base, sid, name, 10*time.Second)
 		p.record(probeSample{at: t0, lat: time.Since(t0), err: err != nil})
 		if err == nil {
-			_ = post(hc, base+"/v1/release", map[string]any{"session": sid, "name": name}, nil)
+			_ = release(hc, base, sid, name)
 		}
 	}
 }
@@ -331,22 +340,6 @@ func (p *probes) window(from, to time.Time) (lat []time.Duration, errs int) {
 	}
 	slices.Sort(lat)
 	return lat, errs
-}
-
-// acquireOne takes name for session sid, waiting up to wait; anything
-// but a grant is an error.
-func acquireOne(hc *http.Client, base, sid, name string, wait time.Duration) error {
-	var out struct {
-		Status string `json:"status"`
-	}
-	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": wait.String()}
-	if err := post(hc, base+"/v1/acquire", body, &out); err != nil {
-		return err
-	}
-	if out.Status != "granted" {
-		return errors.New("acquire " + name + ": " + out.Status)
-	}
-	return nil
 }
 
 // get reads url's JSON answer into out; anything but 200 is an error.

@@ -149,16 +149,30 @@ func bench(a api, targets []string, n int, prefix string, shared bool, warmup, d
 
 // pair acquires name (waiting up to 60s) and releases it.
 func pair(hc *http.Client, base, sid, name string) error {
-	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": "60s"}
-	var acq struct {
-		Status string `json:"status"`
-	}
-	if err := post(hc, base+"/v1/acquire", body, &acq); err != nil {
+	if err := acquireOne(hc, base, sid, name, 60*time.Second); err != nil {
 		return err
 	}
-	if acq.Status != "granted" {
-		return fmt.Errorf("acquire %s: %s", name, acq.Status)
+	return release(hc, base, sid, name)
+}
+
+// acquireOne takes name for session sid, waiting up to wait; anything
+// but a grant is an error.
+func acquireOne(hc *http.Client, base, sid, name string, wait time.Duration) error {
+	var out struct {
+		Status string `json:"status"`
 	}
+	body := map[string]any{"session": sid, "locks": []map[string]any{{"name": name, "mode": "write"}}, "wait": wait.String()}
+	if err := post(hc, base+"/v1/acquire", body, &out); err != nil {
+		return err
+	}
+	if out.Status != "granted" {
+		return fmt.Errorf("acquire %s: %s", name, out.Status)
+	}
+	return nil
+}
+
+// release gives up session sid's hold on name.
+func release(hc *http.Client, base, sid, name string) error {
 	return post(hc, base+"/v1/release", map[string]any{"session": sid, "name": name}, nil)
 }
 
