@@ -115,20 +115,7 @@ func parseFlags(args []string) (*config, error) {
 		"gossip is encrypted and a node without the key cannot join")
 	fs.BoolVar(&c.ACL, "acl", os.Getenv(envACL) == "1", "every HTTP request except GET /v1/status needs a token (Authorization: Bearer); "+
 		"POST /v1/acl/bootstrap makes the first one (default: $"+envACL+" is 1)")
-	fs.IntVar(&c.Limits.Sessions, "max-sessions", 100000, "most live sessions in the cluster (0: no limit)")
-	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
-	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")
-	fs.IntVar(&c.Limits.Waiters, "max-waiters", 100000, "most requests queued in the cluster (0: no limit)")
-	// A tenth of the cluster's caps: one token (a runaway client, a
-	// leaked secret) cannot take more than a tenth of the sessions or of
-	// the queue, so nine others still fit, and 10000 is still far above
-	// what one service needs (docs/operations.md).
-	fs.IntVar(&c.Limits.SessionsPerToken, "max-sessions-per-token", 10000, "most live sessions one ACL token owns (0: no limit; a token's own limits override it)")
-	fs.IntVar(&c.Limits.WaitersPerToken, "max-waiters-per-token", 10000, "most requests one ACL token's sessions have queued (0: no limit; a token's own limits override it)")
-	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
-	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
-	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
-	fs.IntVar(&c.MaxConns, "max-conns", api.DefaultMaxConns, "most HTTP connections to this node at once; more are closed at once")
+	c.limitFlags(fs)
 	origins := fs.String("cors-origin", "", "comma-separated browser origins (scheme://host[:port]) given CORS access; none by default")
 	fs.BoolVar(&c.Insecure, "insecure", false, "listen on non-loopback addresses without --tls-* and --gossip-key: "+
 		"anyone who can reach the ports can join the cluster and use the API")
@@ -165,6 +152,25 @@ func parseFlags(args []string) (*config, error) {
 		}
 	}
 	return c, c.check()
+}
+
+// limitFlags registers the caps: the cluster's (replicated, in every
+// entry that needs them) and this node's own.
+func (c *config) limitFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Limits.Sessions, "max-sessions", 100000, "most live sessions in the cluster (0: no limit)")
+	fs.IntVar(&c.Limits.HoldsPerSession, "max-holds-per-session", 10000, "most names one session may hold or wait for (0: no limit)")
+	fs.IntVar(&c.Limits.WaitersPerName, "max-waiters-per-name", 10000, "most requests queued on one name (0: no limit)")
+	fs.IntVar(&c.Limits.Waiters, "max-waiters", 100000, "most requests queued in the cluster (0: no limit)")
+	// A tenth of the cluster's caps: one token (a runaway client, a
+	// leaked secret) cannot take more than a tenth of the sessions or of
+	// the queue, so nine others still fit, and 10000 is still far above
+	// what one service needs (docs/operations.md).
+	fs.IntVar(&c.Limits.SessionsPerToken, "max-sessions-per-token", 10000, "most live sessions one ACL token owns (0: no limit; a token's own limits override it)")
+	fs.IntVar(&c.Limits.WaitersPerToken, "max-waiters-per-token", 10000, "most requests one ACL token's sessions have queued (0: no limit; a token's own limits override it)")
+	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
+	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
+	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
+	fs.IntVar(&c.MaxConns, "max-conns", api.DefaultMaxConns, "most HTTP connections to this node at once; more are closed at once")
 }
 
 // devDefaults fills in what --dev implies for the flags not given.
