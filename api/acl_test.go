@@ -21,14 +21,15 @@ func aclCluster(t *testing.T) []*testNode {
 
 // call sends a request with a bearer token ("" for none) and a JSON body.
 // An election under load answers 503 no_leader: call sends the request
-// again, for up to 30 s, where any client may (a read, a write that says
-// not_applied, an acquire with a request id); any other unknown outcome
-// it returns, for the caller to settle.
+// again, for up to 30 s, where any client may (a read, a keepalive, a
+// write that says not_applied, an acquire with a request id); any other
+// unknown outcome it returns, for the caller to settle.
 func (n *testNode) call(token, method, path string, body any) resp {
 	n.t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		r := n.callOnce(token, method, path, body)
-		if !noLeader(r) || method != http.MethodGet && !notApplied(r) && !hasRequestID(body) || time.Now().After(deadline) {
+		repeatable := method == http.MethodGet || notApplied(r) || hasRequestID(body) || strings.HasSuffix(path, "/keepalive")
+		if !noLeader(r) || !repeatable || time.Now().After(deadline) {
 			return r
 		}
 	}
@@ -235,6 +236,15 @@ func TestACLAcceptance(t *testing.T) {
 			t.Fatalf("%s %s by another token: %s, want the answer of a missing session: %s", c.method, c.path, r, gone)
 		}
 	}
+	// A batched keepalive by another token: the same answer for its
+	// session as for one that does not exist.
+	var kept wire.KeepAlivesResponse
+	f2.as(other.Secret, http.StatusOK, "POST", "/v1/sessions/keepalive",
+		map[string]any{"sessions": []string{string(s.ID), "no-such-session"}}, &kept)
+	if len(kept.Sessions) != 2 || kept.Sessions[0].Error == nil || kept.Sessions[1].Error == nil ||
+		kept.Sessions[0].Error.Code != "session_not_found" || kept.Sessions[0].Error.Message != kept.Sessions[1].Error.Message {
+		t.Fatalf("batched keepalive by another token: %+v, want both answered as missing sessions", kept)
+	}
 	var mine []wire.Session
 	f2.as(other.Secret, http.StatusOK, "GET", "/v1/sessions", nil, &mine)
 	if len(mine) != 0 {
@@ -261,6 +271,11 @@ func TestACLAcceptance(t *testing.T) {
 	if len(ka.Revoked) != 1 || ka.Revoked[0].Name != "jobs/a" || ka.Revoked[0].Token != g.Token {
 		t.Fatalf("keepalive's revocations %+v", ka.Revoked)
 	}
+	var mineKept wire.KeepAlivesResponse
+	f1.as(jobs.Secret, http.StatusOK, "POST", "/v1/sessions/keepalive", map[string]any{"sessions": []string{string(s.ID)}}, &mineKept)
+	if k := mineKept.Sessions; len(k) != 1 || k[0].Error != nil || len(k[0].Revoked) != 1 || k[0].Revoked[0].Token != g.Token {
+		t.Fatalf("batched keepalive's revocations %+v", mineKept)
+	}
 
 	// Paging.
 	for _, name := range []string{"jobs/p1", "jobs/p2", "jobs/p3"} {
@@ -281,6 +296,8 @@ func TestACLAcceptance(t *testing.T) {
 	for _, n := range ns {
 		n.deniedAs(jobs.Secret, http.StatusUnauthorized, "unauthorized", "GET", "/v1/locks", nil)
 		n.deniedAs(jobs.Secret, http.StatusUnauthorized, "unauthorized", "POST", "/v1/sessions/"+string(s.ID)+"/keepalive", nil)
+		n.deniedAs(jobs.Secret, http.StatusUnauthorized, "unauthorized", "POST", "/v1/sessions/keepalive",
+			map[string]any{"sessions": []string{string(s.ID)}})
 	}
 	// Its session lives on; an admin may close it.
 	f1.deleted(root.Secret, "/v1/sessions/"+string(s.ID))

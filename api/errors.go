@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/lockd/lockd/api/wire"
@@ -22,7 +23,16 @@ type Error struct {
 	// QuorumLost: this node reaches fewer voters than a majority
 	// (ErrorDetail), so no leader can be elected on its side.
 	QuorumLost bool
+	// RetryAfter, when set, is the answer's Retry-After in seconds: the
+	// node refused the request for load, at once, and asks the client to
+	// come back after it (the clients add jitter).
+	RetryAfter int
 }
+
+// retryAfter is the Retry-After of a refusal for load (429, and the 503
+// of a node with too many calls waiting for a leader): about an
+// election, the time after which a new leader usually serves.
+const retryAfter = 1
 
 // Error returns the code and message.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -123,6 +133,11 @@ func toError(err error, view func() leaderless) *Error {
 			return e
 		}
 		return noLeader("the outcome of the write is unknown (leadership changed): %s", unknown)
+	case errors.Is(err, lockservice.ErrBusy):
+		e := noLeader("%s, and this node already holds the most calls that may wait for one: "+
+			"nothing was done, retry after the Retry-After", view().why)
+		e.NotApplied, e.RetryAfter = true, retryAfter
+		return e
 	case errors.Is(err, lockservice.ErrNoLeader):
 		// Only raised before any leader took the command (leaderCall):
 		// nothing was done.
@@ -175,7 +190,7 @@ func retryRequest(re *lockservice.RetryError, view func() leaderless) *Error {
 		e = noLeader("request %s: %s; retry with the same request_id, or re-attach with GET /v1/requests/%s?wait=30s",
 			re.RequestID, cause.Message, re.RequestID)
 	}
-	e.QuorumLost = cause.QuorumLost
+	e.QuorumLost, e.RetryAfter = cause.QuorumLost, cause.RetryAfter
 	return e
 }
 
@@ -187,7 +202,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &refused) && refused.Code == lockstate.CodeLimit {
 		s.limits.refusals.WithLabelValues("table").Inc()
 	}
-	if e.Status >= 500 {
+	if e.Status == http.StatusTooManyRequests && e.RetryAfter == 0 {
+		e.RetryAfter = retryAfter // a limit may free up (a session expires, a wait ends)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		if e.Status == http.StatusServiceUnavailable {
+			s.limits.refusals.WithLabelValues("leader_waits").Inc()
+		}
+	}
+	if e.Status >= 500 && e.RetryAfter == 0 {
+		// (One shed from a herd is counted, not logged line by line.)
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "message", e.Message, "error", err)
 	}
 	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message,

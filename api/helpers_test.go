@@ -35,8 +35,9 @@ type testNode struct {
 
 // nodeOptions adjust a test node's API config.
 type nodeOptions struct {
-	api func(*api.Config)
-	dir string // the data dir; "" for a new temporary one
+	api  func(*api.Config)
+	raft func(*raftnode.Config)
+	dir  string // the data dir; "" for a new temporary one
 }
 
 // peers maps node ids to HTTP addresses for forwarding in multi-node tests.
@@ -80,8 +81,12 @@ func startNode(t testing.TB, id string, ps *peers, opts nodeOptions) *testNode {
 	// The node binds port 0 itself and keeps it: a port found free by a
 	// listener closed before Open could be taken meanwhile (by another
 	// package's connection, whose source ports come from the same range).
-	node, err := raftnode.Open(raftnode.Config{ID: id, DataDir: dir, RaftBind: "127.0.0.1:0",
-		Logger: logger, Timing: lockdtest.Timing(0.5)}) // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
+	rcfg := raftnode.Config{ID: id, DataDir: dir, RaftBind: "127.0.0.1:0",
+		Logger: logger, Timing: lockdtest.Timing(0.5)} // heartbeats of 500 ms: a loaded CI machine starves goroutines for longer than 100 ms
+	if opts.raft != nil {
+		opts.raft(&rcfg)
+	}
+	node, err := raftnode.Open(rcfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}

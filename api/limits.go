@@ -50,9 +50,9 @@ type limitMetrics struct {
 func newLimitMetrics(reg prometheus.Registerer) (*limitMetrics, error) {
 	m := &limitMetrics{refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockd_limit_refusals_total",
-		Help: "Requests refused by a limit: node-local (waits, streams, conns) or replicated (table: sessions, holds, waiters).",
+		Help: "Requests refused by a limit: node-local (waits, streams, conns, leader_waits) or replicated (table: sessions, holds, waiters).",
 	}, []string{"limit"})}
-	for _, l := range []string{"waits", "streams", "conns", "table"} {
+	for _, l := range []string{"waits", "streams", "conns", "table", "leader_waits"} {
 		m.refusals.WithLabelValues(l)
 	}
 	return m, reg.Register(m.refusals)

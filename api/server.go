@@ -163,6 +163,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
 	mux.HandleFunc("DELETE /v1/sessions/{id}", s.closeSession)
 	mux.HandleFunc("POST /v1/sessions/{id}/keepalive", s.keepAlive)
+	mux.HandleFunc("POST /v1/sessions/keepalive", s.keepAlives)
 
 	mux.HandleFunc("POST /v1/acquire", s.acquireJSON)
 	mux.HandleFunc("PUT /v1/locks/{name...}", s.acquireOne)

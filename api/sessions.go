@@ -97,3 +97,35 @@ func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, wire.KeepAliveResponse{ID: key, TTL: wire.Duration(alive.TTL), Revoked: revocationsJSON(alive.Revoked)})
 }
+
+// POST /v1/sessions/keepalive: many sessions' keepalives in one request,
+// each answered as its own keepalive would be; an error of the whole
+// (no leader, no token) answers as that call's would.
+func (s *Server) keepAlives(w http.ResponseWriter, r *http.Request) {
+	var req wire.KeepAlivesRequest
+	if err := s.decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Sessions) == 0 {
+		s.writeError(w, r, invalid("sessions: name at least one session"))
+		return
+	}
+	kept, err := s.locks.KeepAliveMany(r.Context(), req.Sessions)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.KeepAlivesResponse{Sessions: make([]wire.KeptSession, len(kept))}
+	for i, k := range kept {
+		out.Sessions[i] = wire.KeptSession{ID: k.Session}
+		if k.Err != nil {
+			e := toError(k.Err, s.noLeaderView)
+			s.denied(r, e) // counted and logged as a refused keepalive of its own would be
+			out.Sessions[i].Error, out.Sessions[i].Status = &wire.ErrorDetail{Code: e.Code, Message: e.Message}, e.Status
+			continue
+		}
+		out.Sessions[i].TTL, out.Sessions[i].Revoked = wire.Duration(k.TTL), revocationsJSON(k.Revoked)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

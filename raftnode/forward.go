@@ -26,9 +26,12 @@ const (
 	pathPropose   = "/internal/v1/propose"   // body: the bare command at now 0 (see forwardPropose)
 	pathReadIndex = "/internal/v1/readindex" // empty body
 	pathKeepAlive = "/internal/v1/keepalive" // body: keepAliveRequest
-	pathRemove    = "/internal/v1/remove"    // body: removeRequest
-	pathDigest    = "/internal/v1/digest"    // empty body; answered by any node for itself
-	pathAwait     = "/internal/v1/await"     // body: awaitRequest; answered by any node for itself (await.go)
+	// pathKeepAlives: body keepAliveRequest with Sessions; answered with
+	// TTLs. A leader of an older build answers 404 (forwardKeepAliveMany).
+	pathKeepAlives = "/internal/v1/keepalives"
+	pathRemove     = "/internal/v1/remove" // body: removeRequest
+	pathDigest     = "/internal/v1/digest" // empty body; answered by any node for itself
+	pathAwait      = "/internal/v1/await"  // body: awaitRequest; answered by any node for itself (await.go)
 
 	contentType     = "application/msgpack"
 	headerForwarder = "X-Lockd-Forwarded-By"
@@ -91,11 +94,19 @@ type wireReply struct {
 	// Request answers an await: the request as the answering node's table
 	// shows it; nil when it does not hold the request.
 	Request *lockstate.RequestInfo `msgpack:"request,omitempty"`
+	// TTLs answers a batched keepalive: each session's TTL, 0 for one
+	// that is gone.
+	TTLs []time.Duration `msgpack:"ttls,omitempty"`
 }
 
 type keepAliveRequest struct {
-	Session lockstate.SessionID `msgpack:"session"`
+	Session  lockstate.SessionID   `msgpack:"session"`
+	Sessions []lockstate.SessionID `msgpack:"sessions,omitempty"` // pathKeepAlives
 }
+
+// errNoSuchPath: the peer does not serve an internal path (an older
+// build); the call did nothing.
+var errNoSuchPath = errors.New("raftnode: the peer does not serve this call")
 
 type removeRequest struct {
 	ID string `msgpack:"id"`
@@ -145,6 +156,42 @@ func (n *Node) forwardKeepAlive(ctx context.Context, addr string, id lockstate.S
 	return rep.TTL, nil
 }
 
+// forwardKeepAliveMany sends a batched keepalive to the leader. A leader
+// of an older build, which does not serve batches, gets the sessions one
+// by one (a rolling upgrade).
+func (n *Node) forwardKeepAliveMany(ctx context.Context, addr string, ids []lockstate.SessionID) ([]time.Duration, error) {
+	body, err := msgpack.Marshal(keepAliveRequest{Sessions: ids})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: encode keepalives: %w", err)
+	}
+	rep, err := n.forward(ctx, addr, pathKeepAlives, body, false)
+	switch {
+	case errors.Is(err, errNoSuchPath):
+		return n.forwardKeepAliveEach(ctx, addr, ids)
+	case err != nil:
+		return nil, err
+	case len(rep.TTLs) != len(ids):
+		return nil, fmt.Errorf("%w: leader at %s answered %d ttls for %d sessions", errRetry, addr, len(rep.TTLs), len(ids))
+	}
+	return rep.TTLs, nil
+}
+
+// forwardKeepAliveEach keeps sessions alive one call each.
+func (n *Node) forwardKeepAliveEach(ctx context.Context, addr string, ids []lockstate.SessionID) ([]time.Duration, error) {
+	ttls := make([]time.Duration, len(ids))
+	for i, id := range ids {
+		ttl, err := n.forwardKeepAlive(ctx, addr, id)
+		switch {
+		case errors.Is(err, ErrSessionNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			ttls[i] = ttl
+		}
+	}
+	return ttls, nil
+}
+
 // forward makes one internal call. A failure before the request was fully
 // written is retryable; after it, a write (mutates) has an unknown
 // outcome, while reads and keepalives may simply be retried.
@@ -192,6 +239,9 @@ func (n *Node) forward(ctx context.Context, addr, path string, body []byte, muta
 	defer resp.Body.Close()
 	if resp.Header.Get("Content-Type") != contentType {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return nil, fmt.Errorf("%w: %w: forward to %s%s: %s", errRetry, errNoSuchPath, addr, path, resp.Status)
+		}
 		// Not our protocol (a node still starting, a proxy in the way):
 		// whatever answered did not run the command.
 		return nil, fmt.Errorf("%w: forward to %s%s: unexpected answer %s", errRetry, addr, path, resp.Status)
@@ -270,6 +320,9 @@ func (n *Node) newHandler() http.Handler {
 	mux.HandleFunc("POST "+pathPropose, n.handlePropose)
 	mux.HandleFunc("POST "+pathReadIndex, n.handleReadIndex)
 	mux.HandleFunc("POST "+pathKeepAlive, n.handleKeepAlive)
+	if !n.cfg.noBatchedKeepAlive {
+		mux.HandleFunc("POST "+pathKeepAlives, n.handleKeepAlives)
+	}
 	mux.HandleFunc("POST "+pathRemove, n.handleRemove)
 	mux.HandleFunc("POST "+pathDigest, n.handleDigest)
 	mux.HandleFunc("POST "+pathAwait, n.handleAwait)
@@ -316,6 +369,25 @@ func (n *Node) handleKeepAlive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeReply(w, http.StatusOK, wireReply{TTL: ttl})
+}
+
+func (n *Node) handleKeepAlives(w http.ResponseWriter, r *http.Request) {
+	var req keepAliveRequest
+	if err := msgpack.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req); err != nil {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError, Message: "decode keepalives: " + err.Error()})
+		return
+	}
+	if len(req.Sessions) > MaxKeepAliveBatch {
+		writeReply(w, http.StatusBadRequest, wireReply{Code: codeError,
+			Message: fmt.Sprintf("%d sessions in one keepalive, at most %d", len(req.Sessions), MaxKeepAliveBatch)})
+		return
+	}
+	ttls, err := n.keepAliveManyLocal(req.Sessions)
+	if err != nil {
+		n.replyError(w, err)
+		return
+	}
+	writeReply(w, http.StatusOK, wireReply{TTLs: ttls})
 }
 
 func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {

@@ -40,6 +40,10 @@ var (
 	// so the removal would not last (SetRemoveRule). It must leave, or be
 	// stopped first.
 	ErrMemberAlive = errors.New("raftnode: the member is alive and would be added back; make it leave, or stop it first")
+	// ErrBusy: so many calls already wait on this node for a leader
+	// (Config.MaxLeaderWaits) that this one was refused at once; nothing
+	// was done. It wraps ErrNoLeader: the caller retries, after a pause.
+	ErrBusy = fmt.Errorf("%w: too many calls wait for a leader on this node", ErrNoLeader)
 	// ErrNotLeader: a membership change (AddVoter, RemoveServer) was asked
 	// of a node that is not the leader. It is raft's own error, so
 	// errors.Is works with either name.
@@ -89,9 +93,20 @@ type Config struct {
 	// wrapLogs, if set, wraps the log store (tests inject failing
 	// writes with it).
 	wrapLogs func(raft.LogStore) raft.LogStore
+	// noBatchedKeepAlive, if set, makes the node port answer batched
+	// keepalives 404, as a build before them did (tests of a rolling
+	// upgrade).
+	noBatchedKeepAlive bool
 	// flaws are the promises this node breaks on purpose (flaws.go):
 	// none, but in a build for the jepsen suite's negative controls.
 	flaws flaws
+	// MaxLeaderWaits bounds the calls that wait on this node for a leader
+	// at once (during an election, or while a new leader gets ready): one
+	// more is refused at once with ErrBusy, so that a herd of clients
+	// reconnecting after a failover is told to come back later (503 with
+	// Retry-After) rather than all held until they time out.
+	// 0: DefaultMaxLeaderWaits.
+	MaxLeaderWaits int
 	// Limits are stamped by this node, while it leads, into every session
 	// and acquire it proposes (lockstate.Limits); zero fields: no limit.
 	Limits lockstate.Limits
@@ -165,6 +180,7 @@ type Node struct {
 	digests    digestState
 	diverged   atomic.Pointer[string]            // what was compared, once the state diverged (digest.go)
 	formatGate atomic.Pointer[func() int]        // SetLogFormat
+	waits      leaderWaits                       // calls waiting for a leader (leaderCall)
 	awaiter    atomic.Pointer[Awaiter]           // SetAwaiter
 	joinRule   atomic.Pointer[func(string) bool] // SetJoinRule
 	removeRule atomic.Pointer[func(string) bool] // SetRemoveRule
@@ -204,6 +220,7 @@ func Open(cfg Config) (*Node, error) {
 		stopDuties:   make(chan chan (<-chan struct{})),
 		shutdownCh:   make(chan struct{}),
 	}
+	n.waits.max = int64(cfg.MaxLeaderWaits)
 	if n.logger == nil {
 		n.logger = hclog.NewNullLogger()
 	}
@@ -324,6 +341,35 @@ func (n *Node) KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Dura
 		return 0, err
 	}
 	return ttl, nil
+}
+
+// DefaultMaxLeaderWaits is Config.MaxLeaderWaits' default.
+const DefaultMaxLeaderWaits = 2048
+
+// MaxKeepAliveBatch bounds the sessions one KeepAliveMany names.
+const MaxKeepAliveBatch = 1000
+
+// KeepAliveMany extends the deadlines of several sessions on the leader
+// (forwarded from a follower) after one leadership check. ttls[i] is
+// ids[i]'s TTL, or 0 when that session is gone.
+func (n *Node) KeepAliveMany(ctx context.Context, ids []lockstate.SessionID) ([]time.Duration, error) {
+	if len(ids) > MaxKeepAliveBatch {
+		return nil, fmt.Errorf("raftnode: %d sessions in one keepalive, at most %d", len(ids), MaxKeepAliveBatch)
+	}
+	var ttls []time.Duration
+	err := n.leaderCall(ctx,
+		func(ctx context.Context) (err error) {
+			ttls, err = n.keepAliveManyLocal(ids)
+			return err
+		},
+		func(ctx context.Context, addr string) (err error) {
+			ttls, err = n.forwardKeepAliveMany(ctx, addr, ids)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return ttls, nil
 }
 
 // Status returns this node's raft status.

@@ -1,10 +1,12 @@
 package raftnode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -86,6 +88,7 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 	giveUp := time.NewTimer(n.timing.leaderWaitNow(n.leaderless.since()))
 	defer giveUp.Stop()
 	backoff := n.timing.retryMin
+	waiting := false // this call counts in n.waits
 	for {
 		if n.isShutdown() {
 			return fmt.Errorf("%w: node is shut down", ErrNoLeader)
@@ -104,6 +107,13 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 		}
+		if !waiting {
+			if !n.waits.take() {
+				return fmt.Errorf("%w (%d wait): %w", ErrBusy, n.waits.limit(), err)
+			}
+			defer n.waits.give()
+			waiting = true
+		}
 		retry := time.NewTimer(backoff)
 		select {
 		case <-changed:
@@ -118,6 +128,26 @@ func (n *Node) leaderCall(ctx context.Context, local func(context.Context) error
 		backoff = min(2*backoff, n.timing.retryMax)
 	}
 }
+
+// leaderWaits counts the calls waiting for a leader (leaderCall), up to
+// max (Config.MaxLeaderWaits; 0: DefaultMaxLeaderWaits).
+type leaderWaits struct {
+	n   atomic.Int64
+	max int64
+}
+
+// take counts one more waiting call, unless the most already wait.
+func (w *leaderWaits) take() bool {
+	if w.n.Add(1) > w.limit() {
+		w.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (w *leaderWaits) give() { w.n.Add(-1) }
+
+func (w *leaderWaits) limit() int64 { return cmp.Or(w.max, DefaultMaxLeaderWaits) }
 
 func (n *Node) callLeaderOnce(ctx context.Context, local func(context.Context) error, remote func(context.Context, string) error) error {
 	if n.raft.State() == raft.Leader {

@@ -170,40 +170,74 @@ func (n *Node) resyncSessions(l *leadership) {
 	l.timers.sync(ttls, n.now())
 }
 
-// keepAliveLocal is the leader's keepalive: verify leadership with a
-// quorum first, then move the session's deadline.
+// keepAliveLocal is the leader's keepalive of one session.
 func (n *Node) keepAliveLocal(id lockstate.SessionID) (time.Duration, error) {
+	ttls, err := n.keepAliveManyLocal([]lockstate.SessionID{id})
+	if err != nil {
+		return 0, err
+	}
+	if ttls[0] == 0 {
+		return 0, ErrSessionNotFound
+	}
+	return ttls[0], nil
+}
+
+// keepAliveManyLocal is the leader's keepalive of sessions: verify
+// leadership with a quorum once, then move each session's deadline.
+// ttls[i] is ids[i]'s TTL, or 0 when that session is gone (or its expiry
+// has been decided): one quorum round trip serves the whole batch.
+func (n *Node) keepAliveManyLocal(ids []lockstate.SessionID) ([]time.Duration, error) {
 	l := n.lead.Load()
 	if l == nil {
-		return 0, fmt.Errorf("%w: leader not ready for keepalives", errRetry)
+		return nil, fmt.Errorf("%w: leader not ready for keepalives", errRetry)
 	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return 0, fmt.Errorf("%w: verify leader: %w", errRetry, err)
+		return nil, fmt.Errorf("%w: verify leader: %w", errRetry, err)
 	}
 	if n.lead.Load() != l {
-		return 0, fmt.Errorf("%w: leadership changed", errRetry)
+		return nil, fmt.Errorf("%w: leadership changed", errRetry)
 	}
-	var (
-		info lockstate.SessionInfo
-		has  bool
-	)
-	n.fsm.Read(func(t *lockstate.Table) { has = t.HasSession(id) })
-	if !has {
-		return 0, ErrSessionNotFound
-	}
+	has := make([]bool, len(ids))
+	n.fsm.Read(func(t *lockstate.Table) {
+		for i, id := range ids {
+			has[i] = t.HasSession(id)
+		}
+	})
 	now := n.now()
-	ttl, known, expiring := l.timers.renew(id, now)
-	switch {
-	case expiring:
-		return 0, ErrSessionNotFound
-	case known:
-		return ttl, nil
+	ttls := make([]time.Duration, len(ids))
+	var fresh []int // created so recently that runSessionExpiry has not seen their events yet
+	for i, id := range ids {
+		if !has[i] {
+			continue
+		}
+		ttl, known, expiring := l.timers.renew(id, now)
+		switch {
+		case expiring:
+		case known:
+			ttls[i] = ttl
+		default:
+			fresh = append(fresh, i)
+		}
 	}
-	// Created so recently that runSessionExpiry has not seen its event yet.
-	n.fsm.Read(func(t *lockstate.Table) { info, has = t.Session(id) })
-	if !has {
-		return 0, ErrSessionNotFound
+	if len(fresh) > 0 {
+		n.armFresh(l, ids, fresh, ttls, now)
 	}
-	l.timers.arm(id, info.TTL, now.Add(info.TTL))
-	return info.TTL, nil
+	return ttls, nil
+}
+
+// armFresh arms the timers of sessions ids[i], i in fresh, that the
+// table has but the timers do not know yet, and sets their ttls.
+func (n *Node) armFresh(l *leadership, ids []lockstate.SessionID, fresh []int, ttls []time.Duration, now time.Time) {
+	n.fsm.Read(func(t *lockstate.Table) {
+		for _, i := range fresh {
+			if info, ok := t.Session(ids[i]); ok {
+				ttls[i] = info.TTL
+			}
+		}
+	})
+	for _, i := range fresh {
+		if ttls[i] > 0 {
+			l.timers.arm(ids[i], ttls[i], now.Add(ttls[i]))
+		}
+	}
 }

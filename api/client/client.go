@@ -4,7 +4,9 @@
 // A Client knows a few endpoints, learns the leader from /v1/status and
 // sends every call to it directly. Locks belong to a Session, which the
 // Client keeps alive with keepalives every TTL/3 and reports lost on its
-// Done channel:
+// Done channel; the keepalives of a Client's sessions that fall due
+// together go in one request (POST /v1/sessions/keepalive), so that a
+// process may keep thousands of sessions:
 //
 //	c, err := client.New("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
 //	s, err := c.NewSession(ctx, 10*time.Second)
@@ -29,8 +31,9 @@
 // When a call fails because the node is unreachable or answers that it
 // cannot serve it (503 no_leader or diverged: the codes wire.ErrorCodes
 // marks Retry), the client forgets the leader, backs off (exponentially,
-// with jitter, bounded by RetryPolicy), learns the leader again from any
-// endpoint and retries — but only calls that are safe to repeat, and
+// with jitter, bounded by RetryPolicy; at least the answer's Retry-After,
+// when a node turned the call away for load), learns the leader again
+// from any endpoint and retries — but only calls that are safe to repeat, and
 // not once every endpoint has refused the connection or answered that it
 // lost its quorum (Error.QuorumLost: no leader can be elected where the
 // client reaches): that answer is returned at once. Retried calls are:
@@ -136,6 +139,7 @@ type Client struct {
 	tlsSet bool        // WithTLS was given: the environment does not count
 	token  string      // ACL secret sent as a bearer token; "" for none
 	tokSet bool        // WithToken was given: LOCKD_TOKEN does not count
+	keeper *keeper     // sends the sessions' keepalives, batched (keeper.go)
 
 	mu        sync.Mutex
 	endpoints []string             // base URLs: configured first, then learned members
@@ -253,6 +257,7 @@ func NewWith(endpoints []string, opts ...Option) (*Client, error) {
 		retry: DefaultRetryPolicy,
 		down:  map[string]time.Time{}, silent: map[string]time.Time{},
 	}
+	c.keeper = &keeper{c: c}
 	for _, o := range opts {
 		o(c)
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockd/lockd/api/wire"
 )
@@ -22,6 +23,11 @@ type Error struct {
 	// than a majority, so it cannot elect a leader. A call returns such
 	// an answer at once when every node it could reach gave it.
 	QuorumLost bool
+	// RetryAfter is the answer's Retry-After (0 without one): the node
+	// refused the request for load (a 429, or the 503 of a node with too
+	// many calls waiting for a leader). A retried call waits at least
+	// this long, plus jitter, before its next attempt.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

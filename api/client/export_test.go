@@ -37,3 +37,22 @@ func Sentinel(code string) error {
 	}
 	return nil
 }
+
+// KeepAliveTogether is a test hook: the keepalives of sessions ids sent
+// as the keeper sends those that fall due together, and each one's error.
+func (c *Client) KeepAliveTogether(ctx context.Context, ids ...string) []error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	reqs := make([]*keepReq, len(ids))
+	for i, id := range ids {
+		reqs[i] = &keepReq{id: id, attempt: time.Second, deadline: deadline, done: make(chan keepResult, 1)}
+	}
+	c.keeper.send(reqs, false)
+	errs := make([]error, len(ids))
+	for i, r := range reqs {
+		errs[i] = (<-r.done).err
+	}
+	return errs
+}

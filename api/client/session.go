@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -206,16 +205,12 @@ func (s *Session) keepalives(lastOK time.Time) {
 		// Several attempts fit before the deadline: a node that hangs
 		// (paused, or cut off with its connections open) costs one
 		// attempt, not the session.
-		var alive struct {
-			Revoked []Revocation `json:"revoked"`
-		}
-		err := s.c.do(kctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(s.id) + "/keepalive",
-			attempt: keepaliveAttempt(s.ttl), out: &alive})
+		revoked, err := s.c.keeper.keepAlive(kctx, s.id, delay, keepaliveAttempt(s.ttl))
 		kcancel()
 		switch {
 		case err == nil:
 			lastOK, delay, lastErr, answer = now, interval, nil, nil
-			s.revoked(alive.Revoked)
+			s.revoked(revoked)
 		case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
 			s.end(fmt.Errorf("lockd session %s: keepalive: %w", s.id, err))
 			return

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +110,7 @@ func (cl *Client) do(ctx context.Context, c call) error {
 		}
 		cl.log.Debug("lockd client: retrying", "method", c.method, "path", c.path, "node", target,
 			"attempt", attempt+1, "err", err)
-		if err := sleep(ctx, cl.backoff(attempt)); err != nil {
+		if err := sleep(ctx, cl.pause(ctx, attempt, ae)); err != nil {
 			return cmp.Or(answer, last)
 		}
 	}
@@ -161,7 +162,9 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 		return fmt.Errorf("%s: %w", base, ErrHTTPSRequired)
 	}
 	if resp.StatusCode/100 != 2 {
-		return decodeError(resp.StatusCode, b)
+		e := decodeError(resp.StatusCode, b)
+		e.RetryAfter = retryAfterOf(resp.Header)
+		return e
 	}
 	if c.out != nil {
 		if err := json.Unmarshal(b, c.out); err != nil {
@@ -174,7 +177,7 @@ func (cl *Client) send(ctx context.Context, base string, c call) error {
 // decodeError turns a non-2xx answer into an *Error. A gateway error
 // without a lockd body (a proxy in front of a dead node) counts as
 // no_leader so that it is retried like one.
-func decodeError(status int, b []byte) error {
+func decodeError(status int, b []byte) *Error {
 	var eb wire.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
 		return &Error{Code: eb.Error.Code, Message: eb.Error.Message, HTTPStatus: status,
@@ -229,6 +232,32 @@ func (cl *Client) backoff(attempt int) time.Duration {
 		d = cl.retry.MaxBackoff
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// pause is the wait before retry attempt+1: the backoff, or at least
+// the Retry-After of the node's answer ae (nil: none), with up to 50%
+// jitter, so that a herd of clients a node turned away comes back spread
+// out. It leaves the call at least half its remaining time, so that a
+// keepalive still has one attempt before its session's deadline.
+func (cl *Client) pause(ctx context.Context, attempt int, ae *Error) time.Duration {
+	d := cl.backoff(attempt)
+	if ae != nil && ae.RetryAfter > 0 {
+		d = max(d, ae.RetryAfter+rand.N(ae.RetryAfter/2+1))
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	return d
+}
+
+// retryAfterOf reads a Retry-After of whole seconds (the form lockd
+// sends); 0 when there is none.
+func retryAfterOf(h http.Header) time.Duration {
+	s, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 3600)) * time.Second
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

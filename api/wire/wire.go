@@ -164,6 +164,30 @@ type KeepAliveResponse struct {
 	Revoked []Revocation `json:"revoked"` // as in Session
 }
 
+// KeepAlivesRequest is the body of POST /v1/sessions/keepalive: the
+// sessions to keep alive (1–1000), by id.
+type KeepAlivesRequest struct {
+	Sessions []string `json:"sessions"`
+}
+
+// KeepAlivesResponse answers POST /v1/sessions/keepalive: one entry per
+// session named, in the request's order.
+type KeepAlivesResponse struct {
+	Sessions []KeptSession `json:"sessions"`
+}
+
+// KeptSession is one session's part of a batched keepalive: its TTL and
+// revocations as POST /v1/sessions/{id}/keepalive gives them, or, with
+// Error set, the error and HTTP status that call would have answered for
+// it alone (session_not_found, forbidden, invalid_request).
+type KeptSession struct {
+	ID      string       `json:"id"`
+	TTL     Duration     `json:"ttl,omitempty"`
+	Revoked []Revocation `json:"revoked,omitempty"`
+	Error   *ErrorDetail `json:"error,omitempty"`
+	Status  int          `json:"status,omitempty"`
+}
+
 // CloseSessionResponse answers DELETE /v1/sessions/{id}.
 type CloseSessionResponse struct {
 	ID        string         `json:"id"`

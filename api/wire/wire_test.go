@@ -26,6 +26,10 @@ func TestEncodings(t *testing.T) {
 			`{"error":{"code":"no_leader","message":"m","not_applied":true}}`},
 		{"quorum lost", ErrorBody{Error: ErrorDetail{Code: "no_leader", Message: "m", NotApplied: true, QuorumLost: true}},
 			`{"error":{"code":"no_leader","message":"m","not_applied":true,"quorum_lost":true}}`},
+		{"a batched keepalive", KeepAlivesRequest{Sessions: []string{"k1", "k2"}}, `{"sessions":["k1","k2"]}`},
+		{"its answer", KeepAlivesResponse{Sessions: []KeptSession{{ID: "k1", TTL: ttl},
+			{ID: "k2", Error: &ErrorDetail{Code: "session_not_found", Message: "session not found"}, Status: 404}}},
+			`{"sessions":[{"id":"k1","ttl":"10s"},{"id":"k2","error":{"code":"session_not_found","message":"session not found"},"status":404}]}`},
 		// Leader election (v1.2).
 		{"a lock with a value", AcquireRequest{Session: "k1", Locks: []LockSpec{{Name: "svc/a", Value: "10.0.0.7:8080"}}},
 			`{"session":"k1","locks":[{"name":"svc/a","value":"10.0.0.7:8080"}]}`},

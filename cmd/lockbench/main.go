@@ -65,7 +65,7 @@ type options struct {
 	addrs, lockd, clients, prefix string
 	spawn                         int
 	duration, warmup              time.Duration
-	spread, tls, shared           bool
+	spread, tls, shared, batch    bool
 	keepalive, hold, massExpiry   int
 	ttl                           time.Duration
 	failover, pause, restart      bool
@@ -93,6 +93,8 @@ func parseFlags() *options {
 	flag.IntVar(&o.keepalive, "keepalive", 0, "instead of pairs: open this many sessions (TTL --ttl) and keep each alive every third of it, "+
 		"with the largest --clients count as the requests in flight; reports keepalives/s, latency, errors, each node's CPU % and memory, and sessions lost")
 	flag.DurationVar(&o.ttl, "ttl", defaultKeepaliveTTL, "with --keepalive: the sessions' TTL")
+	flag.BoolVar(&o.batch, "batch", false, "with --keepalive: each client sends the keepalives due within a tenth of the period "+
+		"(at most 500ms) in one POST /v1/sessions/keepalive, as the Go and Python clients do")
 	flag.BoolVar(&o.failover, "failover", false, "with --keepalive and --spawn: kill the leader halfway through the measured window, follow the new one, "+
 		"and report the sessions lost and the time until every session was kept alive again")
 	flag.IntVar(&o.massExpiry, "mass-expiry", 0, "instead of pairs: open this many sessions (TTL --ttl), each holding a lock a live waiter asks for, "+
@@ -231,7 +233,8 @@ func restartFollower(a api, c *localCluster, nodes []string, leader string) erro
 
 // runKeepalives runs and prints the --keepalive workload.
 func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, conns int) error {
-	cfg := keepaliveConfig{n: o.keepalive, conns: conns, ttl: o.ttl, warmup: o.warmup, d: o.duration, spread: o.spread}
+	cfg := keepaliveConfig{n: o.keepalive, conns: conns, ttl: o.ttl, warmup: o.warmup, d: o.duration, spread: o.spread,
+		batch: o.batch}
 	if o.failover {
 		cfg.kill = c.kill
 	}
@@ -259,8 +262,9 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 	}
 	fmt.Printf("%d sessions opened in %v (%.0f/s) by %d clients, kept alive meanwhile\n", o.keepalive, r.opened.Round(time.Millisecond),
 		float64(o.keepalive)/r.opened.Seconds(), conns)
-	fmt.Printf("%d sessions (TTL %v, kept alive every %v): %.0f keepalives/s, p50 %v, p99 %v, max %v, %d errors\n",
-		o.keepalive, o.ttl, o.ttl/3, float64(r.sent)/r.elapsed.Seconds(), r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.errors)
+	fmt.Printf("%d sessions (TTL %v, kept alive every %v): %.0f keepalives/s in %.0f requests/s, p50 %v, p99 %v, max %v, %d errors\n",
+		o.keepalive, o.ttl, o.ttl/3, float64(r.sent)/r.elapsed.Seconds(), float64(r.requests)/r.elapsed.Seconds(),
+		r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.errors)
 	for _, node := range nodes {
 		cpu, ok := r.cpu[node]
 		if !ok {

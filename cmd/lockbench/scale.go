@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"encoding/json"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // defaultKeepaliveTTL is the TTL of the sessions --keepalive holds when
@@ -27,6 +30,10 @@ type keepaliveConfig struct {
 	ttl       time.Duration
 	warmup, d time.Duration
 	spread    bool
+	// batch: each worker sends the keepalives due within a linger (a
+	// tenth of the period, at most 500ms) in one POST
+	// /v1/sessions/keepalive, as the Go and Python clients do.
+	batch bool
 	// kill, when set, is the failover: halfway through the measured
 	// window the leader every node names is killed with it (the harness
 	// that owns the processes does it) and the clients follow the new one.
@@ -50,6 +57,7 @@ type keepaliveConfig struct {
 // sessions that were gone at the end.
 type keepaliveResult struct {
 	sent, errors int64
+	requests     int64 // HTTP requests that carried the keepalives sent
 	elapsed      time.Duration
 	lat          []time.Duration    // successful keepalives' latencies, sorted
 	cpu          map[string]float64 // node address -> % of one core; a killed node is absent
@@ -93,6 +101,7 @@ type kaRun struct {
 	stop           chan struct{}
 	measuring      atomic.Bool
 	sent           atomic.Int64
+	requests       atomic.Int64
 	failed         atomic.Int64
 	gone           atomic.Int64 // sessions that answered session_not_found
 	killedAt       atomic.Int64 // UnixNano of the kill; 0 before it
@@ -148,7 +157,7 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 		return nil, fmt.Errorf("read /metrics: %w", err)
 	}
 	run.measuring.Store(true)
-	sent0, failed0 := run.sent.Load(), run.failed.Load()
+	sent0, failed0, requests0 := run.sent.Load(), run.failed.Load(), run.requests.Load()
 	if cfg.kill != nil {
 		time.Sleep(cfg.d / 2)
 		if r.failover, err = run.failover(nodes, &live); err != nil {
@@ -160,7 +169,7 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	}
 	after, _ := cpuSeconds(run.hc, a, live)
 	run.measuring.Store(false)
-	r.sent, r.errors = run.sent.Load()-sent0, run.failed.Load()-failed0
+	r.sent, r.errors, r.requests = run.sent.Load()-sent0, run.failed.Load()-failed0, run.requests.Load()-requests0
 	for _, node := range live {
 		r.cpu[node] = 100 * (after[node] - before[node]) / cfg.d.Seconds()
 	}
@@ -318,61 +327,121 @@ func (run *kaRun) create(h *dueHeap, i int) bool {
 	return true
 }
 
-// keepalive sends the keepalive at the top of h and reschedules it: a
-// period later on success, at once on a failure worth retrying (the next
-// attempt goes wherever the leader is by then), never for a session that
-// is gone. It returns the pause the worker takes before its next request:
-// none after an answer, else the backoff (or the node's Retry-After) with
-// jitter, so that a worker whose node is down or shedding waits instead
-// of failing every one of its due sessions in turn.
+// keepalive sends the keepalive at the top of h (with --batch, those
+// due within the linger) and reschedules it: a period later on success,
+// at once on a failure worth retrying (the next attempt goes wherever the
+// leader is by then), never for a session that is gone. It returns the
+// pause the worker takes before its next request: none after an answer,
+// else the backoff (or the node's Retry-After) with jitter, so that a
+// worker whose node is down or shedding waits instead of failing every
+// one of its due sessions in turn.
 func (run *kaRun) keepalive(h *dueHeap, backoff *time.Duration) time.Duration {
-	s := &(*h)[0]
+	if run.cfg.batch {
+		return run.keepaliveBatch(h, backoff)
+	}
+	s := (*h)[0]
 	sentAt := time.Now()
 	code, retryAfter, err := keepaliveOnce(run.hc, run.target(s.i)+"/v1/sessions/"+run.ids[s.i]+"/keepalive")
 	took := time.Since(sentAt)
-	killedAt := run.killedAt.Load()
-	measuring := run.measuring.Load()
-	if measuring {
-		run.sent.Add(1)
-	}
+	run.counted(1)
+	heap.Pop(h)
 	switch {
 	case err == nil:
-		run.keptAt[s.i] = sentAt.UnixNano()
-		if measuring {
-			run.latMu.Lock()
-			run.lat = append(run.lat, took)
-			run.latMu.Unlock()
-		}
-		if killedAt != 0 && sentAt.UnixNano() > killedAt && !run.rekeptOne[s.i] {
-			run.rekeptOne[s.i] = true
-			if run.rekept.Add(1) == int64(run.cfg.n) {
-				run.rekeptAt.Store(time.Now().UnixNano())
-			}
-		}
-		s.base = s.base.Add(run.period)
-		s.due = s.base.Add(jitter(run.period / 20))
-		heap.Fix(h, 0)
+		run.kept(h, s, sentAt, took)
 		*backoff = 0
 		return 0
 	case code == http.StatusNotFound:
-		run.countFailure(measuring, killedAt)
+		run.countFailure()
 		run.gone.Add(1)
-		heap.Pop(h)
 		return 0
 	default:
-		run.countFailure(measuring, killedAt)
-		*backoff = min(max(2**backoff, 20*time.Millisecond), time.Second, run.period/4)
-		wait := cmp.Or(retryAfter, *backoff)
-		return wait/2 + time.Duration(rand.Int64N(int64(wait)))
+		run.countFailure()
+		heap.Push(h, s)
+		return run.pause(backoff, retryAfter)
 	}
 }
 
+// keepaliveBatch sends every keepalive of h due within the linger (up
+// to the server's 1000) in one request and reschedules each.
+func (run *kaRun) keepaliveBatch(h *dueHeap, backoff *time.Duration) time.Duration {
+	horizon := time.Now().Add(min(run.period/10, 500*time.Millisecond))
+	var batch []dueSession
+	for len(*h) > 0 && len(batch) < maxKeepAliveBatch && !(*h)[0].due.After(horizon) {
+		batch = append(batch, heap.Pop(h).(dueSession))
+	}
+	ids := make([]string, len(batch))
+	for j, s := range batch {
+		ids[j] = run.ids[s.i]
+	}
+	sentAt := time.Now()
+	kept, retryAfter, err := keepaliveManyOnce(run.hc, run.target(batch[0].i)+"/v1/sessions/keepalive", ids)
+	took := time.Since(sentAt)
+	run.counted(len(batch))
+	if err != nil {
+		for _, s := range batch {
+			run.countFailure()
+			heap.Push(h, s)
+		}
+		return run.pause(backoff, retryAfter)
+	}
+	for j, s := range batch {
+		if kept[j].Error != nil {
+			run.countFailure()
+			run.gone.Add(1)
+			continue
+		}
+		run.kept(h, s, sentAt, took)
+	}
+	*backoff = 0
+	return 0
+}
+
+// maxKeepAliveBatch is the most sessions one batched keepalive names.
+const maxKeepAliveBatch = 1000
+
+// counted counts one request carrying n keepalives.
+func (run *kaRun) counted(n int) {
+	if run.measuring.Load() {
+		run.sent.Add(int64(n))
+		run.requests.Add(1)
+	}
+}
+
+// kept notes session s's keepalive sent at sentAt, answered after took,
+// and pushes it back on h a period later.
+func (run *kaRun) kept(h *dueHeap, s dueSession, sentAt time.Time, took time.Duration) {
+	run.keptAt[s.i] = sentAt.UnixNano()
+	if run.measuring.Load() {
+		run.latMu.Lock()
+		run.lat = append(run.lat, took)
+		run.latMu.Unlock()
+	}
+	if killedAt := run.killedAt.Load(); killedAt != 0 && sentAt.UnixNano() > killedAt && !run.rekeptOne[s.i] {
+		run.rekeptOne[s.i] = true
+		if run.rekept.Add(1) == int64(run.cfg.n) {
+			run.rekeptAt.Store(time.Now().UnixNano())
+		}
+	}
+	s.base = s.base.Add(run.period)
+	s.due = s.base.Add(jitter(run.period / 20))
+	heap.Push(h, s)
+}
+
+// pause is a worker's wait after a failed request: the node's
+// Retry-After, else a backoff doubling from 20ms to at most a second (a
+// quarter period), with jitter.
+func (run *kaRun) pause(backoff *time.Duration, retryAfter time.Duration) time.Duration {
+	*backoff = min(max(2**backoff, 20*time.Millisecond), time.Second, run.period/4)
+	wait := cmp.Or(retryAfter, *backoff)
+	return wait/2 + time.Duration(rand.Int64N(int64(wait)))
+}
+
 // countFailure counts a failed keepalive.
-func (run *kaRun) countFailure(measuring bool, killedAt int64) {
-	if measuring {
+func (run *kaRun) countFailure() {
+	if run.measuring.Load() {
 		run.failed.Add(1)
 	}
-	if killedAt != 0 {
+	if run.killedAt.Load() != 0 {
 		run.failedPostKill.Add(1)
 	}
 }
@@ -397,11 +466,39 @@ func keepaliveOnce(hc *http.Client, url string) (int, time.Duration, error) {
 	if resp.StatusCode/100 == 2 {
 		return resp.StatusCode, 0, nil
 	}
-	var retryAfter time.Duration
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = time.Duration(s) * time.Second
+	return resp.StatusCode, retryAfterOf(resp), fmt.Errorf("POST %s: %s: %s", url, resp.Status, data)
+}
+
+// keepaliveManyOnce posts one batched keepalive. It returns each
+// session's part of the answer, the answer's Retry-After, and an error
+// unless it is 2xx.
+func keepaliveManyOnce(hc *http.Client, url string, ids []string) ([]wire.KeptSession, time.Duration, error) {
+	body, err := json.Marshal(wire.KeepAlivesRequest{Sessions: ids})
+	if err != nil {
+		return nil, 0, err
 	}
-	return resp.StatusCode, retryAfter, fmt.Errorf("POST %s: %s: %s", url, resp.Status, data)
+	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return nil, retryAfterOf(resp), fmt.Errorf("POST %s: %s: %s", url, resp.Status, data)
+	}
+	var out wire.KeepAlivesResponse
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Sessions) != len(ids) {
+		return nil, 0, fmt.Errorf("POST %s: %d answers for %d sessions (%v)", url, len(out.Sessions), len(ids), err)
+	}
+	return out.Sessions, 0, nil
+}
+
+// retryAfterOf is an answer's Retry-After in seconds; 0 when it has none.
+func retryAfterOf(resp *http.Response) time.Duration {
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
 }
 
 // followLeader moves the keepalives to the leader whenever every live

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockd/lockd/api/wire"
 )
 
 // fakeNodes is a fake cluster for --keepalive: sessions shared by every
@@ -23,6 +25,7 @@ type fakeNodes struct {
 	leader   int
 	dead     map[int]bool
 	created  int
+	batches  int // batched keepalives
 	live     map[string]bool
 	kept     map[string]int // keepalives per session
 	keptBy   map[string]int // keepalives per node address
@@ -53,13 +56,18 @@ func (f *fakeNodes) serve(node int, w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("s%d", f.created)
 		f.live[id] = true
 		fmt.Fprintf(w, `{"id":%q}`, id)
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keepalive"):
-		id := strings.Split(r.URL.Path, "/")[3]
-		if node != f.leader {
-			f.t.Errorf("keepalive to %s, not the leader %s", f.addrs[node], f.addrs[f.leader])
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/sessions/keepalive":
+		var req wire.KeepAlivesRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.batches++
+		out := wire.KeepAlivesResponse{Sessions: make([]wire.KeptSession, len(req.Sessions))}
+		for i, id := range req.Sessions {
+			out.Sessions[i] = wire.KeptSession{ID: id, TTL: wire.Duration(time.Second)}
+			f.keptOne(node, id)
 		}
-		f.kept[id]++
-		f.keptBy[f.addrs[node]]++
+		_ = json.NewEncoder(w).Encode(out)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keepalive"):
+		f.keptOne(node, strings.Split(r.URL.Path, "/")[3])
 		fmt.Fprint(w, `{"ttl":"1s"}`)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/sessions":
 		var ids []string
@@ -82,6 +90,15 @@ func (f *fakeNodes) serve(node int, w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// keptOne counts a keepalive of session id at node; f.mu is held.
+func (f *fakeNodes) keptOne(node int, id string) {
+	if node != f.leader {
+		f.t.Errorf("keepalive to %s, not the leader %s", f.addrs[node], f.addrs[f.leader])
+	}
+	f.kept[id]++
+	f.keptBy[f.addrs[node]]++
+}
+
 // kill makes the node at addr refuse everything and the next node lead.
 func (f *fakeNodes) kill(addr string) error {
 	f.mu.Lock()
@@ -97,25 +114,33 @@ func (f *fakeNodes) kill(addr string) error {
 
 // TestKeepalives: every session --keepalive opens is kept alive, each
 // node's CPU comes from its process_cpu_seconds_total, no session is
-// lost, and every session is closed at the end.
+// lost, and every session is closed at the end; with --batch, in fewer
+// requests than keepalives.
 func TestKeepalives(t *testing.T) {
-	f := newFakeNodes(t, 1)
-	node := f.addrs[0]
-	r, err := keepalives(api{}, []string{node}, []string{node}, keepaliveConfig{n: 20, conns: 4, ttl: 300 * time.Millisecond,
-		warmup: 100 * time.Millisecond, d: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.created != 20 || len(f.live) != 0 || len(f.kept) != 20 {
-		t.Fatalf("created %d, kept alive %d, left open %d sessions; want 20, 20, 0", f.created, len(f.kept), len(f.live))
-	}
-	if r.sent == 0 || r.errors != 0 || r.lost != 0 || len(r.lat) != int(r.sent) {
-		t.Fatalf("sent %d keepalives (%d latencies), %d errors, %d lost", r.sent, len(r.lat), r.errors, r.lost)
-	}
-	if got := r.cpu[node]; got < 49 || got > 51 {
-		t.Fatalf("cpu %.1f%%, want 50%% (0.5 core-seconds over 1s)", got)
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			f := newFakeNodes(t, 1)
+			node := f.addrs[0]
+			r, err := keepalives(api{}, []string{node}, []string{node}, keepaliveConfig{n: 20, conns: 4, ttl: 300 * time.Millisecond,
+				warmup: 100 * time.Millisecond, d: time.Second, batch: batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.created != 20 || len(f.live) != 0 || len(f.kept) != 20 {
+				t.Fatalf("created %d, kept alive %d, left open %d sessions; want 20, 20, 0", f.created, len(f.kept), len(f.live))
+			}
+			if r.sent == 0 || r.errors != 0 || r.lost != 0 || len(r.lat) != int(r.sent) {
+				t.Fatalf("sent %d keepalives (%d latencies), %d errors, %d lost", r.sent, len(r.lat), r.errors, r.lost)
+			}
+			if batched := f.batches > 0 && r.requests < r.sent; batched != batch || !batch && r.requests != r.sent {
+				t.Fatalf("%d keepalives in %d requests (%d batched), with --batch %v", r.sent, r.requests, f.batches, batch)
+			}
+			if got := r.cpu[node]; got < 49 || got > 51 {
+				t.Fatalf("cpu %.1f%%, want 50%% (0.5 core-seconds over 1s)", got)
+			}
+		})
 	}
 }
 

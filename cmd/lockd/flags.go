@@ -51,6 +51,7 @@ type config struct {
 	Limits lockstate.Limits
 	// Node-local limits (api.Config).
 	MaxWaits, MaxStreams, MaxConns int
+	MaxLeaderWaits                 int
 	MaxStreamDuration              time.Duration
 	// Origins are the browser origins given CORS access (--cors-origin).
 	Origins []string
@@ -168,6 +169,8 @@ func (c *config) limitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.SessionsPerToken, "max-sessions-per-token", 10000, "most live sessions one ACL token owns (0: no limit; a token's own limits override it)")
 	fs.IntVar(&c.Limits.WaitersPerToken, "max-waiters-per-token", 10000, "most requests one ACL token's sessions have queued (0: no limit; a token's own limits override it)")
 	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
+	fs.IntVar(&c.MaxLeaderWaits, "max-leader-waits", raftnode.DefaultMaxLeaderWaits, "most requests waiting on this node for a leader at once "+
+		"(an election, a failover's reconnecting clients); more are answered 503 no_leader with Retry-After at once")
 	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
 	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
 	fs.IntVar(&c.MaxConns, "max-conns", api.DefaultMaxConns, "most HTTP connections to this node at once; more are closed at once")
@@ -208,8 +211,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--raft-log %q is not %q or %q", c.RaftLog, raftnode.LogBolt, raftnode.LogWAL)
 	case hclog.LevelFromString(c.LogLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q is not trace, debug, info, warn or error", c.LogLevel)
-	case min(c.MaxWaits, c.MaxStreams, c.MaxConns) < 1 || c.MaxStreamDuration <= 0:
-		return errors.New("--max-waits, --max-streams, --max-conns and --max-stream-duration must be positive")
+	case min(c.MaxWaits, c.MaxStreams, c.MaxConns, c.MaxLeaderWaits) < 1 || c.MaxStreamDuration <= 0:
+		return errors.New("--max-waits, --max-leader-waits, --max-streams, --max-conns and --max-stream-duration must be positive")
 	case min(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters,
 		c.Limits.SessionsPerToken, c.Limits.WaitersPerToken) < 0 ||
 		max(c.Limits.Sessions, c.Limits.HoldsPerSession, c.Limits.WaitersPerName, c.Limits.Waiters,

@@ -149,7 +149,7 @@ func (a *agent) openRaft() error {
 	cfg := raftnode.Config{ID: a.cfg.NodeID, DataDir: a.cfg.DataDir, RaftBind: a.cfg.RaftAddr,
 		RaftAdvertise: a.cfg.RaftAdvertise, Logger: a.log.Named("node"), Timing: a.cfg.RaftTiming,
 		SnapshotThreshold: a.cfg.SnapshotThreshold, SnapshotInterval: a.cfg.SnapshotInterval, TrailingLogs: a.cfg.TrailingLogs,
-		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog,
+		Limits: a.cfg.Limits, LogStore: a.cfg.RaftLog, MaxLeaderWaits: a.cfg.MaxLeaderWaits,
 		// Fail-stop, as etcd does on a WAL write error: the supervisor
 		// restarts the node, which reads its log back from disk.
 		StoreFailed: func(err error) { a.stop(fmt.Errorf("raft log write failed (full or failing disk?): %w", err)) }}

@@ -56,12 +56,12 @@ const CodeCancelled lockstate.Code = "cancelled"
 // Node is the raft side the service drives; *raftnode.Node implements it.
 // Propose commits one command (forwarded to the leader when needed),
 // ReadIndex makes the local table current for a linearizable read, and
-// KeepAlive extends a session's deadline on the leader.
+// KeepAliveMany extends sessions' deadlines on the leader.
 type Node interface {
 	FSM() *fsm.FSM
 	Propose(ctx context.Context, cmd lockstate.Command) (*lockstate.Result, uint64, error)
 	ReadIndex(ctx context.Context) error
-	KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Duration, error)
+	KeepAliveMany(ctx context.Context, ids []lockstate.SessionID) ([]time.Duration, error)
 }
 
 var _ Node = (*raftnode.Node)(nil)
@@ -72,6 +72,9 @@ var (
 	// ErrNoLeader: no leader was reachable before the command was sent to
 	// one; nothing was done, and the caller may retry.
 	ErrNoLeader = raftnode.ErrNoLeader
+	// ErrBusy: too many calls already waited on this node for a leader;
+	// this one was refused at once, nothing done. It wraps ErrNoLeader.
+	ErrBusy = raftnode.ErrBusy
 	// ErrUnknownOutcome: leadership changed while the command was in
 	// flight; it may have been applied.
 	ErrUnknownOutcome = raftnode.ErrUnknownOutcome

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
+	"slices"
 	"time"
 
 	"github.com/lockd/lockd/lockstate"
@@ -108,53 +108,149 @@ type Alive struct {
 // owner is checked after a read-index, so a token deleted before the
 // keepalive began is refused.
 func (s *Service) KeepAlive(ctx context.Context, session string) (Alive, error) {
-	id, err := s.resolveSession(ctx, session)
+	kept, err := s.KeepAliveMany(ctx, []string{session})
 	if err != nil {
 		return Alive{}, err
 	}
+	return kept[0].Alive, kept[0].Err
+}
+
+// Kept is one session's part of a batched keepalive: what a keepalive
+// of it alone would have given back, or the refusal it would have got.
+type Kept struct {
+	Session string // the key it was named by
+	Alive
+	Err error // session_not_found, unauthorized, forbidden, invalid_request
+}
+
+// KeepAliveMany extends several sessions' deadlines on the leader with
+// one leadership check (and, with ACLs on, one read-index): what
+// KeepAlive does for each, for a client that keeps many sessions. A
+// session the caller may not use, or that is gone, is refused in its own
+// Kept; an error (no leader) is the whole batch's.
+func (s *Service) KeepAliveMany(ctx context.Context, sessions []string) ([]Kept, error) {
+	if len(sessions) > raftnode.MaxKeepAliveBatch {
+		return nil, refusal(lockstate.CodeInvalid, "%d sessions in one keepalive, at most %d", len(sessions), raftnode.MaxKeepAliveBatch)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProposeTimeout)
 	defer cancel()
-	if err := s.mayUse(ctx, id); err != nil {
-		return Alive{}, err
+	out := make([]Kept, len(sessions))
+	ids, err := s.resolveUsable(ctx, sessions, out)
+	if err != nil {
+		return nil, err
 	}
-	ttl, err := s.node.KeepAlive(ctx, id)
-	switch {
-	case errors.Is(err, raftnode.ErrSessionNotFound):
-		return Alive{}, sessionNotFound(id)
-	case err != nil:
-		return Alive{}, fmt.Errorf("keepalive of session %d: %w", id, err)
+	var live []lockstate.SessionID // the ids of out's sessions not refused yet, in order
+	for i := range out {
+		if out[i].Err == nil {
+			live = append(live, ids[i])
+		}
 	}
-	alive := Alive{TTL: ttl, Revoked: []lockstate.Revocation{}}
+	if len(live) == 0 {
+		return out, nil
+	}
+	ttls, err := s.node.KeepAliveMany(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("keepalive of %d sessions: %w", len(live), err)
+	}
 	s.fsm.Read(func(t *lockstate.Table) {
-		if info, ok := t.Session(id); ok {
-			alive.Revoked = info.Revoked
+		j := 0
+		for i := range out {
+			if out[i].Err != nil {
+				continue
+			}
+			out[i].Alive = Alive{TTL: ttls[j], Revoked: []lockstate.Revocation{}}
+			if ttls[j] == 0 {
+				out[i].Err = sessionNotFound(ids[i])
+			} else if info, ok := t.Session(ids[i]); ok {
+				out[i].Revoked = info.Revoked
+			}
+			j++
 		}
 	})
-	return alive, nil
+	return out, nil
+}
+
+// resolveUsable sets out[i].Session and returns the table id of each
+// session key; a key that names no session, or a session the caller may
+// not use, is refused in out[i].Err. One read-index serves them all.
+func (s *Service) resolveUsable(ctx context.Context, keys []string, out []Kept) ([]lockstate.SessionID, error) {
+	ids := make([]lockstate.SessionID, len(keys))
+	found := make([]bool, len(keys))
+	lookup := func() (missing bool) {
+		s.fsm.Read(func(t *lockstate.Table) {
+			for i, key := range keys {
+				if !found[i] && key != "" {
+					ids[i], found[i] = t.SessionByKey(key)
+				}
+				missing = missing || !found[i]
+			}
+		})
+		return missing
+	}
+	if lookup() {
+		// A session created a moment ago may not be applied here yet.
+		if err := s.catchUp(ctx, Linearizable); err != nil {
+			return nil, err
+		}
+		lookup()
+	}
+	for i, key := range keys {
+		out[i].Session = key
+		switch {
+		case key == "":
+			out[i].Err = refusal(lockstate.CodeInvalid, "session is required")
+		case !found[i]:
+			out[i].Err = refusal(lockstate.CodeNoSession, "session %q not found", key)
+		}
+	}
+	if !slices.Contains(found, true) {
+		return ids, nil
+	}
+	refused, err := s.mayUseAll(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Err = refused[i]
+		}
+	}
+	return ids, nil
 }
 
 // mayUse checks that the caller may act through session id.
 func (s *Service) mayUse(ctx context.Context, id lockstate.SessionID) error {
-	auth := callerOf(ctx).TokenID
-	if auth == "" && !s.cfg.ACL {
-		var bootstrapped bool
-		s.fsm.Read(func(t *lockstate.Table) { bootstrapped = t.ACLBootstrapped() })
-		if !bootstrapped {
-			return nil
-		}
-	}
-	if auth == "" {
-		return refusal(lockstate.CodeUnauthorized, "a token is required (Authorization: Bearer <secret>)")
-	}
-	if err := s.catchUp(ctx, Linearizable); err != nil {
+	refused, err := s.mayUseAll(ctx, []lockstate.SessionID{id})
+	if err != nil {
 		return err
 	}
-	var refused *lockstate.Error
-	s.fsm.Read(func(t *lockstate.Table) { refused = t.MayUse(auth, id) })
-	if refused != nil {
-		return refused
+	return refused[0]
+}
+
+// mayUseAll checks which of sessions ids the caller may act through:
+// refused[i] says why not ids[i]; err (no token, no read-index) holds for
+// all. With ACLs on, the owners are checked after one read-index, so a
+// token deleted before the call began is refused.
+func (s *Service) mayUseAll(ctx context.Context, ids []lockstate.SessionID) (refused []error, err error) {
+	refused = make([]error, len(ids))
+	auth := callerOf(ctx).TokenID
+	if auth == "" && !s.cfg.ACL && !s.Bootstrapped() {
+		return refused, nil
 	}
-	return nil
+	if auth == "" {
+		return nil, refusal(lockstate.CodeUnauthorized, "a token is required (Authorization: Bearer <secret>)")
+	}
+	if err := s.catchUp(ctx, Linearizable); err != nil {
+		return nil, err
+	}
+	s.fsm.Read(func(t *lockstate.Table) {
+		for i, id := range ids {
+			if r := t.MayUse(auth, id); r != nil {
+				refused[i] = r
+			}
+		}
+	})
+	return refused, nil
 }
 
 func sessionNotFound(id lockstate.SessionID) error {

@@ -269,10 +269,7 @@ class Transport:
                     (deadline is not None and now >= deadline):
                 raise gave_up(f"{method} {path}: giving up after {n + 1} attempts in {now - start:.1f}s",
                               answer, err) from err
-            pause = self._backoff(n)
-            if deadline is not None:
-                pause = min(pause, max(deadline - now, 0))
-            time.sleep(pause)
+            time.sleep(self._pause(n, err, deadline, now))
         raise AssertionError("unreachable")
 
     @staticmethod
@@ -280,6 +277,20 @@ class Transport:
         if isinstance(err, LockdError):
             return err
         return ClusterUnavailable(str(err))
+
+    def _pause(self, attempt: int, err: Exception, deadline: float | None, now: float) -> float:
+        """The wait before retry attempt+1: the backoff, or at least the
+        Retry-After of the node's answer, with up to 50% jitter, so that a
+        herd of clients a node turned away comes back spread out. It
+        leaves the call at least half its remaining time, so that a
+        keepalive still has one attempt before its session's deadline."""
+        pause = self._backoff(attempt)
+        ra = err.retry_after if isinstance(err, LockdError) else 0.0
+        if ra > 0:
+            pause = max(pause, ra + random.uniform(0, ra / 2))
+        if deadline is not None:
+            pause = min(pause, max(deadline - now, 0) / 2)
+        return pause
 
     def _backoff(self, attempt: int) -> float:
         d = min(self.policy.min_backoff * (2 ** min(attempt, 16)), self.policy.max_backoff)

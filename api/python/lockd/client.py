@@ -12,6 +12,7 @@ from typing import Any
 
 from ._transport import (JSON, Answer, Retry, RetryPolicy, Transport, _TransportError, decode_error, normalize_endpoint,
                          quote)
+from ._keeper import Keeper
 from .errors import ClusterUnavailable, LockdError, LockNotFound, TLSError
 from .session import DEFAULT_CLOSE_TIMEOUT, Session
 from .types import Leader, LockInfo, RevokedHold, Rule, SessionInfo, Status, Token, format_duration
@@ -73,6 +74,8 @@ class Client:
                                       client_key if client_key is not None else os.environ.get(ENV_CLIENT_KEY))
         endpoints = [normalize_endpoint(a, ssl_context is not None) for a in addrs]
         self.transport = Transport(endpoints, token=token, ssl_context=ssl_context, policy=retry or RetryPolicy())
+        #: Sends the sessions' keepalives, batched.
+        self.keeper = Keeper(self.transport)
         self.close_timeout = close_timeout
 
     @property

@@ -48,6 +48,17 @@ class LockdError(Exception):
         #: The answer's headers, when it was an HTTP answer.
         self.headers: Any = None
 
+    @property
+    def retry_after(self) -> float:
+        """The answer's ``Retry-After`` in seconds (0 without one): the node
+        refused the request for load (a 429, or the 503 of a node with too
+        many calls waiting for a leader). A retried call waits at least
+        this long, plus jitter, before its next attempt."""
+        try:
+            return float(min(max(int(self.headers.get("Retry-After", "")), 0), 3600)) if self.headers else 0.0
+        except (TypeError, ValueError):
+            return 0.0
+
     def __str__(self) -> str:
         if self.http_status:
             return f"lockd: {self.code} (HTTP {self.http_status}): {self.message}"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from ._keeper import Keeper
 from ._transport import Retry, Transport, quote
 from .errors import (Cancelled, ClusterUnavailable, Forbidden, KeepaliveError, LockdError, NotHeld,
                      OutcomeUnknown, RequestNotFound, Revoked, SessionClosed, SessionLost,
@@ -21,11 +22,13 @@ from .types import GrantedLock, LockSpec, Mode, Require, Revocation, SessionInfo
 
 class Cluster(Protocol):
     """What a session needs of its client (lockd.Client is one): the
-    transport its calls go through, and a session as the cluster sees it.
+    transport its calls go through, the keeper its keepalives go through,
+    and a session as the cluster sees it.
     Named here so that this module does not import client.py, which
     imports this one."""
 
     transport: Transport
+    keeper: Keeper
 
     def get_session(self, session_id: str) -> SessionInfo: ...
 
@@ -321,7 +324,6 @@ class Session:
         # says why there is no leader): it outlives later failures that
         # say only that some node did not answer.
         answer: LockdError | None = None
-        path = f"/v1/sessions/{quote(self.id)}/keepalive"
         while not self._stop.wait(delay):
             now = time.monotonic()
             deadline = last_ok + self.ttl - self.margin
@@ -329,7 +331,8 @@ class Session:
                 self._end("lost", self._expired(now - last_ok, answer, last_err))
                 return
             try:
-                ans = self.client.transport.do("POST", path, attempt=max(self.ttl / 4, 0.25), deadline=deadline)
+                ans = self.client.keeper.keep_alive(self.id, pause=delay, attempt=max(self.ttl / 4, 0.25),
+                                                    deadline=deadline)
             except (SessionNotFound, Unauthorized, Forbidden) as e:
                 lost = SessionLost(f"session {self.id}: keepalive refused: {e}")
                 lost.__cause__ = e
@@ -345,7 +348,7 @@ class Session:
                 continue
             last_ok, delay, last_err, answer = now, interval, None, None
             self._set_state("alive", None)
-            self._revoked((ans.data or {}).get("revoked") or [])
+            self._revoked(ans.get("revoked") or [])
 
     def _expired(self, since: float, answer: LockdError | None, last: LockdError | None) -> SessionLost:
         """The error of a session whose keepalives ran out: it names the
