@@ -377,3 +377,36 @@ func restoreDamaged(t *testing.T, src *FSM, good []byte) (flipped int) {
 	}
 	return flipped
 }
+
+// The digest a node reports (AppliedDigest, computed once per change of
+// the table) is the table's own after every entry, after entries that
+// change nothing, and after a restore, asked once or twice.
+func TestAppliedDigestFollowsTheTable(t *testing.T) {
+	f, other := newTestFSM(t), newTestFSM(t)
+	seedOther(t, other)
+	g := newGen(rand.New(rand.NewPCG(11, 11)))
+	fresh := func() (sum [32]byte) {
+		f.Read(func(tb *lockstate.Table) { sum = tb.Digest() })
+		return sum
+	}
+	check := func(when string) {
+		t.Helper()
+		for range 2 {
+			index, sum := f.AppliedDigest()
+			if sum != fresh() || index != f.AppliedIndex() {
+				t.Fatalf("%s: reported digest %x at %d, the table's %x at %d", when, sum[:4], index, fresh(), f.AppliedIndex())
+			}
+		}
+	}
+	for i := 1; i <= 300; i++ {
+		cmd := g.next(f.FSM)
+		g.observe(cmd, f.applyAt(uint64(i), g.now, cmd))
+		check("after entry " + itoa(i))
+	}
+	f.advance(301) // an entry that changes nothing in the table
+	check("after an entry that changed nothing")
+	if err := restoreBytes(f.FSM, snapshotBytes(t, other.FSM)); err != nil {
+		t.Fatal(err)
+	}
+	check("after a restore")
+}

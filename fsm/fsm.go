@@ -45,6 +45,14 @@ type FSM struct {
 
 	stopped atomic.Bool // a fatal entry was met and Fatal returned
 
+	// changes counts the table's changes (a command applied, a snapshot
+	// restored); set under mu. digest is the table's digest at a count of
+	// changes: a node asked for its status often (monitors, clients
+	// learning the leader) hashes a large table once per change, not once
+	// per call, holding applies back meanwhile.
+	changes uint64
+	digest  atomic.Pointer[digestAt]
+
 	watch Broadcast // wakes blocking readers on every applied entry
 	hub   hub       // per-entry events for subscribers
 }
@@ -87,6 +95,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 	f.mu.Lock()
 	res := f.table.Apply(lockstate.Entry{Index: l.Index, Now: now, Cmd: cmd})
+	f.changes++
 	f.applied.Store(l.Index)
 	f.publishDenied(false)
 	f.mu.Unlock()
@@ -153,9 +162,27 @@ func (f *FSM) Read(fn func(t *lockstate.Table)) {
 
 // Digest returns the table's content digest (lockstate.Table.Digest).
 func (f *FSM) Digest() [32]byte {
+	_, sum := f.AppliedDigest()
+	return sum
+}
+
+// digestAt is the table's digest after a count of changes.
+type digestAt struct {
+	changes uint64
+	sum     [32]byte
+}
+
+// AppliedDigest returns the applied index and the table's digest at
+// exactly that index, computed once per change of the table.
+func (f *FSM) AppliedDigest() (uint64, [32]byte) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.table.Digest()
+	d := f.digest.Load()
+	if d == nil || d.changes != f.changes {
+		d = &digestAt{changes: f.changes, sum: f.table.Digest()}
+		f.digest.Store(d)
+	}
+	return f.applied.Load(), d.sum
 }
 
 // AppliedIndex returns the index of the last entry this FSM has applied,

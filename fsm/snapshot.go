@@ -287,6 +287,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.table = t
+	f.changes++
 	f.applied.Store(hdr.Applied)
 	f.publishDenied(true)
 	f.mu.Unlock()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/lockd/lockd/lockstate"
 )
 
 // Every node applies the same log to the same pure table, so at the same
@@ -75,14 +74,7 @@ func (n *Node) digestOf() (uint64, [32]byte) {
 
 // appliedDigest returns this node's applied index and the table digest at
 // exactly that index.
-func (n *Node) appliedDigest() (uint64, [32]byte) {
-	var index uint64
-	var digest [32]byte
-	n.fsm.Read(func(t *lockstate.Table) {
-		index, digest = n.fsm.AppliedIndex(), t.Digest()
-	})
-	return index, digest
-}
+func (n *Node) appliedDigest() (uint64, [32]byte) { return n.fsm.AppliedDigest() }
 
 // DigestChecks returns the counts of this node's digest comparisons.
 func (n *Node) DigestChecks() DigestChecks {

@@ -289,22 +289,51 @@ func revokedAs(events []lockstate.Event, visible func(lockstate.SessionID) bool)
 // another node a moment ago) is looked for again after a read-index.
 func (s *Service) resolveSession(ctx context.Context, key string) (lockstate.SessionID, error) {
 	if key == "" {
-		return 0, refusal(lockstate.CodeInvalid, "session is required")
+		return 0, keyRefusal(key, false)
 	}
-	lookup := func() (id lockstate.SessionID, ok bool) {
-		s.fsm.Read(func(t *lockstate.Table) { id, ok = t.SessionByKey(key) })
-		return id, ok
-	}
-	if id, ok := lookup(); ok {
-		return id, nil
-	}
-	if err := s.catchUp(ctx, Linearizable); err != nil {
+	ids, found, err := s.sessionIDs(ctx, []string{key})
+	if err != nil {
 		return 0, err
 	}
-	if id, ok := lookup(); ok {
-		return id, nil
+	return ids[0], keyRefusal(key, found[0])
+}
+
+// keyRefusal is the refusal of a session key that is empty or names no
+// session (found false), or nil.
+func keyRefusal(key string, found bool) error {
+	switch {
+	case key == "":
+		return refusal(lockstate.CodeInvalid, "session is required")
+	case !found:
+		return refusal(lockstate.CodeNoSession, "session %q not found", key)
 	}
-	return 0, refusal(lockstate.CodeNoSession, "session %q not found", key)
+	return nil
+}
+
+// sessionIDs looks session keys up in the table: ids[i] is keys[i]'s
+// session, found[i] whether there is one ("" names none). Keys not found
+// are looked up again after one read-index: a session created a moment
+// ago may not be applied here yet.
+func (s *Service) sessionIDs(ctx context.Context, keys []string) (ids []lockstate.SessionID, found []bool, err error) {
+	ids, found = make([]lockstate.SessionID, len(keys)), make([]bool, len(keys))
+	lookup := func() (missing bool) {
+		s.fsm.Read(func(t *lockstate.Table) {
+			for i, key := range keys {
+				if !found[i] && key != "" {
+					ids[i], found[i] = t.SessionByKey(key)
+				}
+				missing = missing || !found[i] && key != ""
+			}
+		})
+		return missing
+	}
+	if lookup() {
+		if err := s.catchUp(ctx, Linearizable); err != nil {
+			return nil, nil, err
+		}
+		lookup()
+	}
+	return ids, found, nil
 }
 
 // Bootstrapped reports whether this node's table has ACLs bootstrapped.

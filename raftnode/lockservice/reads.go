@@ -181,10 +181,7 @@ type Applied struct {
 // at exactly that index (a local read: never forwarded).
 func (s *Service) Applied() Applied {
 	var a Applied
-	s.fsm.Read(func(t *lockstate.Table) {
-		a.Index = s.fsm.AppliedIndex()
-		a.Digest = t.Digest()
-	})
+	a.Index, a.Digest = s.fsm.AppliedDigest()
 	return a
 }
 

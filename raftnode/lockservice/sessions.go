@@ -174,34 +174,12 @@ func (s *Service) KeepAliveMany(ctx context.Context, sessions []string) ([]Kept,
 // session key; a key that names no session, or a session the caller may
 // not use, is refused in out[i].Err. One read-index serves them all.
 func (s *Service) resolveUsable(ctx context.Context, keys []string, out []Kept) ([]lockstate.SessionID, error) {
-	ids := make([]lockstate.SessionID, len(keys))
-	found := make([]bool, len(keys))
-	lookup := func() (missing bool) {
-		s.fsm.Read(func(t *lockstate.Table) {
-			for i, key := range keys {
-				if !found[i] && key != "" {
-					ids[i], found[i] = t.SessionByKey(key)
-				}
-				missing = missing || !found[i]
-			}
-		})
-		return missing
-	}
-	if lookup() {
-		// A session created a moment ago may not be applied here yet.
-		if err := s.catchUp(ctx, Linearizable); err != nil {
-			return nil, err
-		}
-		lookup()
+	ids, found, err := s.sessionIDs(ctx, keys)
+	if err != nil {
+		return nil, err
 	}
 	for i, key := range keys {
-		out[i].Session = key
-		switch {
-		case key == "":
-			out[i].Err = refusal(lockstate.CodeInvalid, "session is required")
-		case !found[i]:
-			out[i].Err = refusal(lockstate.CodeNoSession, "session %q not found", key)
-		}
+		out[i].Session, out[i].Err = key, keyRefusal(key, found[i])
 	}
 	if !slices.Contains(found, true) {
 		return ids, nil
