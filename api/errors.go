@@ -134,8 +134,8 @@ func toError(err error, view func() leaderless) *Error {
 		}
 		return noLeader("the outcome of the write is unknown (leadership changed): %s", unknown)
 	case errors.Is(err, lockservice.ErrBusy):
-		e := noLeader("%s, and this node already holds the most calls that may wait for one: "+
-			"nothing was done, retry after the Retry-After", view().why)
+		e := noLeader("this node already holds the most requests that may wait to reach a leader (--max-leader-waits): " +
+			"nothing was done, retry after the Retry-After")
 		e.NotApplied, e.RetryAfter = true, retryAfter
 		return e
 	case errors.Is(err, lockservice.ErrNoLeader):

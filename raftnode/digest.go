@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
 )
 
 // Every node applies the same log to the same pure table, so at the same

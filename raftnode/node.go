@@ -40,10 +40,11 @@ var (
 	// so the removal would not last (SetRemoveRule). It must leave, or be
 	// stopped first.
 	ErrMemberAlive = errors.New("raftnode: the member is alive and would be added back; make it leave, or stop it first")
-	// ErrBusy: so many calls already wait on this node for a leader
-	// (Config.MaxLeaderWaits) that this one was refused at once; nothing
-	// was done. It wraps ErrNoLeader: the caller retries, after a pause.
-	ErrBusy = fmt.Errorf("%w: too many calls wait for a leader on this node", ErrNoLeader)
+	// ErrBusy: so many calls already wait on this node to reach a leader
+	// (Config.MaxLeaderWaits: none is known, or the calls to it failed
+	// and are retried) that this one was refused at once; nothing was
+	// done. It wraps ErrNoLeader: the caller retries, after a pause.
+	ErrBusy = fmt.Errorf("%w: too many calls wait to reach a leader on this node", ErrNoLeader)
 	// ErrNotLeader: a membership change (AddVoter, RemoveServer) was asked
 	// of a node that is not the leader. It is raft's own error, so
 	// errors.Is works with either name.

@@ -280,8 +280,8 @@ func runKeepalives(a api, targets, nodes []string, c *localCluster, o *options, 
 		if f.paused {
 			how, event = "paused", "pause"
 		}
-		fmt.Printf("failover: %s %s; every survivor named a new leader after %v; %d keepalives failed after the %s\n",
-			how, f.killed, f.elected.Round(time.Millisecond), f.errors, event)
+		fmt.Printf("failover: %s %s; every survivor named a new leader after %v; %d keepalives failed after the %s "+
+			"(%.0f requests turned away with Retry-After)\n", how, f.killed, f.elected.Round(time.Millisecond), f.errors, event, f.shed)
 		if f.paused {
 			fmt.Printf("resumed %s %v later: every node named %s %v after the resume\n",
 				f.killed, defaultPausedFor, f.leader, f.rejoined.Round(time.Millisecond))

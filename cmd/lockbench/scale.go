@@ -77,7 +77,12 @@ type failoverResult struct {
 	errors         int64         // keepalives that failed after the kill
 	paused         bool          // the leader was paused, then resumed, not killed
 	rejoined       time.Duration // from the resume until every node named the new leader
+	shed           float64       // requests the survivors turned away with Retry-After (--max-leader-waits)
 }
+
+// shedMetric counts a node's requests turned away while too many waited
+// for a leader.
+const shedMetric = `lockd_limit_refusals_total{limit="leader_waits"}`
 
 // defaultPausedFor is how long --pause keeps the paused leader paused
 // after the others name a new leader.
@@ -178,6 +183,11 @@ func keepalives(a api, targets, nodes []string, cfg keepaliveConfig) (*keepalive
 	run.latMu.Unlock()
 	slices.Sort(r.lat)
 	if f := r.failover; f != nil {
+		for _, node := range live {
+			if m, err := metrics(run.hc, a, node, shedMetric); err == nil {
+				f.shed += m[shedMetric]
+			}
+		}
 		f.rekeptN, f.errors = run.rekept.Load(), run.failedPostKill.Load()
 		if f.rekeptN == int64(cfg.n) {
 			f.rekept = time.Duration(run.rekeptAt.Load() - run.killedAt.Load())

@@ -169,7 +169,7 @@ func (c *config) limitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.SessionsPerToken, "max-sessions-per-token", 10000, "most live sessions one ACL token owns (0: no limit; a token's own limits override it)")
 	fs.IntVar(&c.Limits.WaitersPerToken, "max-waiters-per-token", 10000, "most requests one ACL token's sessions have queued (0: no limit; a token's own limits override it)")
 	fs.IntVar(&c.MaxWaits, "max-waits", api.DefaultMaxWaits, "most requests waiting on this node at once (acquires with a wait, long-polls, blocking queries)")
-	fs.IntVar(&c.MaxLeaderWaits, "max-leader-waits", raftnode.DefaultMaxLeaderWaits, "most requests waiting on this node for a leader at once "+
+	fs.IntVar(&c.MaxLeaderWaits, "max-leader-waits", raftnode.DefaultMaxLeaderWaits, "most requests waiting on this node to reach a leader at once "+
 		"(an election, a failover's reconnecting clients); more are answered 503 no_leader with Retry-After at once")
 	fs.IntVar(&c.MaxStreams, "max-streams", api.DefaultMaxStreams, "most GET /v1/events streams on this node at once")
 	fs.DurationVar(&c.MaxStreamDuration, "max-stream-duration", api.DefaultMaxStreamDuration, "how long one GET /v1/events stream lasts before the node ends it")
