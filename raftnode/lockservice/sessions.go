@@ -196,15 +196,6 @@ func (s *Service) resolveUsable(ctx context.Context, keys []string, out []Kept) 
 	return ids, nil
 }
 
-// mayUse checks that the caller may act through session id.
-func (s *Service) mayUse(ctx context.Context, id lockstate.SessionID) error {
-	refused, err := s.mayUseAll(ctx, []lockstate.SessionID{id})
-	if err != nil {
-		return err
-	}
-	return refused[0]
-}
-
 // mayUseAll checks which of sessions ids the caller may act through:
 // refused[i] says why not ids[i]; err (no token, no read-index) holds for
 // all. With ACLs on, the owners are checked after one read-index, so a
