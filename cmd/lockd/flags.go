@@ -107,13 +107,7 @@ func parseFlags(args []string) (*config, error) {
 		"one fsync per commit; the default) or \""+raftnode.LogBolt+"\" (raft.db, with the term and vote); a data dir keeps the one it was made with, "+
 		"and naming the other is refused")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept behind a snapshot for slow followers (0: raft's 10240; default $LOCKD_TRAILING_LOGS)")
-	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `FILE` of the CA that signs the node certificates; with --tls-cert and --tls-key: TLS 1.3 on "+
-		"the HTTP API, raft and forwarding, and only peers with a node certificate from this CA are accepted")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `FILE` of this node's certificate (lockd tls cert)")
-	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
-	fs.BoolVar(&c.TLSClientAuth, "tls-client-auth", false, "HTTP API clients must present a certificate signed by --tls-ca")
-	fs.StringVar(&c.GossipKeyFile, "gossip-key", "", "`FILE` holding the base64 gossip key (lockd keygen; 16, 24 or 32 bytes): "+
-		"gossip is encrypted and a node without the key cannot join")
+	c.trustFlags(fs)
 	fs.BoolVar(&c.ACL, "acl", os.Getenv(envACL) == "1", "every HTTP request except GET /v1/status needs a token (Authorization: Bearer); "+
 		"POST /v1/acl/bootstrap makes the first one (default: $"+envACL+" is 1)")
 	c.limitFlags(fs)
@@ -153,6 +147,18 @@ func parseFlags(args []string) (*config, error) {
 		}
 	}
 	return c, c.check()
+}
+
+// trustFlags registers what authenticates the nodes and their clients:
+// TLS and the gossip key.
+func (c *config) trustFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `FILE` of the CA that signs the node certificates; with --tls-cert and --tls-key: TLS 1.3 on "+
+		"the HTTP API, raft and forwarding, and only peers with a node certificate from this CA are accepted")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `FILE` of this node's certificate (lockd tls cert)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+	fs.BoolVar(&c.TLSClientAuth, "tls-client-auth", false, "HTTP API clients must present a certificate signed by --tls-ca")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key", "", "`FILE` holding the base64 gossip key (lockd keygen; 16, 24 or 32 bytes): "+
+		"gossip is encrypted and a node without the key cannot join")
 }
 
 // limitFlags registers the caps: the cluster's (replicated, in every
