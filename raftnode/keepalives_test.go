@@ -14,29 +14,8 @@ import (
 // one call and keeps every live session in it alive past its TTL; a gone
 // session gets TTL 0, without failing the others.
 func TestKeepAliveManyForwarded(t *testing.T) {
-	const sessionTTL = 3 * time.Second // see TestKeepAliveForwarded
 	c := newTestCluster(t, 3, nil)
-	l := c.leader()
-	f := c.followers(l)[0].get()
-	a, b := createSession(t, f, sessionTTL), createSession(t, f, 2*sessionTTL)
-	const gone = lockstate.SessionID(999999)
-
-	tick := time.NewTicker(sessionTTL / 5)
-	defer tick.Stop()
-	for end := time.Now().Add(2 * sessionTTL); time.Now().Before(end); {
-		<-tick.C
-		ttls, err := f.KeepAliveMany(context.Background(), []lockstate.SessionID{a, gone, b})
-		if err != nil {
-			t.Fatalf("keepalive: %v", err)
-		}
-		if want := []time.Duration{sessionTTL, 0, 2 * sessionTTL}; !slices.Equal(ttls, want) {
-			t.Fatalf("keepalive ttls %v, want %v", ttls, want)
-		}
-	}
-	leader := c.leader().get()
-	if !hasSession(leader, a) || !hasSession(leader, b) {
-		t.Fatal("a session expired although kept alive")
-	}
+	f := keptThroughAFollower(t, c)
 	if _, err := f.KeepAliveMany(context.Background(), make([]lockstate.SessionID, MaxKeepAliveBatch+1)); err == nil {
 		t.Fatalf("a keepalive of %d sessions was taken", MaxKeepAliveBatch+1)
 	}
@@ -45,8 +24,15 @@ func TestKeepAliveManyForwarded(t *testing.T) {
 // A follower whose leader runs an older build (no batched keepalive: its
 // node port answers 404) keeps the sessions alive one call each.
 func TestKeepAliveManyToAnOlderLeader(t *testing.T) {
-	const sessionTTL = 3 * time.Second
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.noBatchedKeepAlive = true })
+	keptThroughAFollower(t, newTestCluster(t, 3, func(cfg *Config) { cfg.noBatchedKeepAlive = true }))
+}
+
+// keptThroughAFollower opens two sessions and keeps them alive, with a
+// gone one, by batched keepalives through a follower for two TTLs: each
+// answered with its TTL (0 for the gone one), neither expires. It returns
+// the follower.
+func keptThroughAFollower(t *testing.T, c *testCluster) *Node {
+	const sessionTTL = 3 * time.Second // see TestKeepAliveForwarded
 	f := c.followers(c.leader())[0].get()
 	a, b := createSession(t, f, sessionTTL), createSession(t, f, 2*sessionTTL)
 	tick := time.NewTicker(sessionTTL / 5)
@@ -65,6 +51,7 @@ func TestKeepAliveManyToAnOlderLeader(t *testing.T) {
 	if !hasSession(leader, a) || !hasSession(leader, b) {
 		t.Fatal("a session expired although kept alive")
 	}
+	return f
 }
 
 // A node holds at most Config.MaxLeaderWaits calls waiting for a leader;
