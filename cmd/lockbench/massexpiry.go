@@ -81,7 +81,9 @@ func massExpiry(a api, leader string, cfg massConfig) (*massResult, error) {
 	// leader's CPU from the keepalives of the sessions being opened.
 	pr.paused.Store(true)
 	start := time.Now()
-	dying := newKaRun(a, []string{leader}, keepaliveConfig{n: cfg.n, conns: cfg.conns, ttl: cfg.ttl,
+	// Kept alive batched, as the Go and Python clients keep theirs: one
+	// request each would take the leader's CPU from their opening.
+	dying := newKaRun(a, []string{leader}, keepaliveConfig{n: cfg.n, conns: cfg.conns, ttl: cfg.ttl, batch: true,
 		hold: func(hc *http.Client, base string, i int, id string) error {
 			return acquireOne(hc, base, id, massName(i), 0)
 		}})
