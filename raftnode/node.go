@@ -326,22 +326,17 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 }
 
 // KeepAlive extends a session's deadline on the leader (forwarded from a
-// follower), answered only after the leader verified its leadership.
+// follower), answered only after the leader verified its leadership: a
+// KeepAliveMany of one.
 func (n *Node) KeepAlive(ctx context.Context, id lockstate.SessionID) (time.Duration, error) {
-	var ttl time.Duration
-	err := n.leaderCall(ctx,
-		func(ctx context.Context) (err error) {
-			ttl, err = n.keepAliveLocal(id)
-			return err
-		},
-		func(ctx context.Context, addr string) (err error) {
-			ttl, err = n.forwardKeepAlive(ctx, addr, id)
-			return err
-		})
-	if err != nil {
+	ttls, err := n.KeepAliveMany(ctx, []lockstate.SessionID{id})
+	switch {
+	case err != nil:
 		return 0, err
+	case ttls[0] == 0:
+		return 0, ErrSessionNotFound
 	}
-	return ttl, nil
+	return ttls[0], nil
 }
 
 // DefaultMaxLeaderWaits is Config.MaxLeaderWaits' default.
