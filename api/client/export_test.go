@@ -49,10 +49,13 @@ func (c *Client) KeepAliveTogether(ctx context.Context, ids ...string) []error {
 	for i, id := range ids {
 		reqs[i] = &keepReq{id: id, attempt: time.Second, deadline: deadline, done: make(chan keepResult, 1)}
 	}
-	c.keeper.send(reqs, false)
+	c.keeper.send(newFlight(reqs), reqs)
 	errs := make([]error, len(ids))
 	for i, r := range reqs {
 		errs[i] = (<-r.done).err
 	}
 	return errs
 }
+
+// KeepAliveCalls is a test hook: how many calls the keeper is making.
+func (c *Client) KeepAliveCalls() int { return int(c.keeper.calls.Load()) }

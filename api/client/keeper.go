@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockd/lockd/api/wire"
@@ -43,6 +44,8 @@ type keeper struct {
 	// not_found: an older build, during a rolling upgrade); until then
 	// each session is kept alive on its own, then batches are tried again.
 	singleUntil time.Time
+	// calls counts the calls being made (send), for tests.
+	calls atomic.Int32
 }
 
 // olderNodeFor is how long the keeper sends single keepalives after a
@@ -55,6 +58,36 @@ type keepReq struct {
 	attempt  time.Duration // the session's keepaliveAttempt
 	deadline time.Time     // when the session stops waiting for it
 	done     chan keepResult
+	// Under the keeper's mu: the call that sends it, once it is sent;
+	// gone, when its session left before that (it is not sent).
+	flight *flight
+	gone   bool
+}
+
+// flight is one call the keeper makes for some of its requests. Its
+// context ends by the earliest of their deadlines, and when the last of
+// them leaves (their sessions closed), so that nothing the keeper does
+// for sessions outlives them; done closes when the call has ended.
+type flight struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	left   atomic.Int32
+	done   chan struct{}
+}
+
+// newFlight is the call for batch, to be made by send.
+func newFlight(batch []*keepReq) *flight {
+	deadline := batch[0].deadline
+	for _, r := range batch[1:] {
+		deadline = earlier(deadline, r.deadline)
+	}
+	f := &flight{done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithDeadline(context.Background(), deadline)
+	f.left.Store(int32(len(batch)))
+	for _, r := range batch {
+		r.flight = f
+	}
+	return f
 }
 
 type keepResult struct {
@@ -86,7 +119,23 @@ func (k *keeper) keepAlive(ctx context.Context, id string, pause, attempt time.D
 		res := <-r.done
 		return res.revoked, res.err
 	}
-	return nil, ctx.Err() // closed; it may still be sent: one keepalive more is harmless
+	k.leave(r)
+	return nil, ctx.Err()
+}
+
+// leave takes r out of the keeper, its session closed: unsent, it is
+// not sent; sent, the last of its call's requests to leave cancels the
+// call and waits for its end (at once, cancelled). A call that others
+// still wait for goes on for them.
+func (k *keeper) leave(r *keepReq) {
+	k.mu.Lock()
+	f := r.flight
+	r.gone = f == nil
+	k.mu.Unlock()
+	if f != nil && f.left.Add(-1) == 0 {
+		f.cancel()
+		<-f.done
+	}
 }
 
 // add queues r, to be sent within linger (at once when a batch is full).
@@ -108,49 +157,63 @@ func (k *keeper) add(r *keepReq, linger time.Duration) {
 	k.timer, k.flushAt = time.AfterFunc(linger, k.flush), at
 }
 
-// flush sends everything queued, in batches of at most maxKeepAliveBatch.
+// flush sends everything queued but what left, in batches of at most
+// maxKeepAliveBatch (of one each while single calls are due).
 func (k *keeper) flush() {
 	k.mu.Lock()
-	queue, single := k.queue, time.Now().Before(k.singleUntil)
+	defer k.mu.Unlock()
+	queue := k.queue
 	k.queue, k.timer = nil, nil
-	k.mu.Unlock()
-	for len(queue) > 0 {
-		n := min(len(queue), maxKeepAliveBatch)
-		go k.send(queue[:n:n], single)
-		queue = queue[n:]
+	size := maxKeepAliveBatch
+	if time.Now().Before(k.singleUntil) {
+		size = 1
+	}
+	batch := make([]*keepReq, 0, min(len(queue), size))
+	for i, r := range queue {
+		if !r.gone {
+			batch = append(batch, r)
+		}
+		if len(batch) > 0 && (len(batch) == size || i == len(queue)-1) {
+			go k.send(newFlight(batch), batch)
+			batch = make([]*keepReq, 0, min(len(queue)-i-1, size))
+		}
 	}
 }
 
-// send keeps batch's sessions alive and answers each of them. The call
-// ends by the earliest of their deadlines, so every one is answered by
-// its own, and each attempt lasts as long as the shortest of theirs, so
-// that a hung node costs no session its TTL.
-func (k *keeper) send(batch []*keepReq, single bool) {
-	if len(batch) == 1 || single {
-		for _, r := range batch {
-			go k.sendOne(r)
-		}
+// send keeps batch's sessions alive through f and answers each of them.
+// The call ends by the earliest of their deadlines, so every one is
+// answered by its own, and each attempt lasts as long as the shortest
+// of theirs, so that a hung node costs no session its TTL.
+func (k *keeper) send(f *flight, batch []*keepReq) {
+	k.calls.Add(1)
+	defer close(f.done)
+	defer k.calls.Add(-1)
+	defer f.cancel()
+	if len(batch) == 1 {
+		k.sendOne(f.ctx, batch[0])
 		return
 	}
-	deadline, attempt := batch[0].deadline, batch[0].attempt
+	attempt := batch[0].attempt
 	for _, r := range batch[1:] {
-		deadline, attempt = earlier(deadline, r.deadline), min(attempt, r.attempt)
+		attempt = min(attempt, r.attempt)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	ids := make([]string, len(batch))
 	for i, r := range batch {
 		ids[i] = r.id
 	}
 	var out wire.KeepAlivesResponse
-	err := k.c.do(ctx, call{method: "POST", path: "/v1/sessions/keepalive", attempt: attempt,
+	err := k.c.do(f.ctx, call{method: "POST", path: "/v1/sessions/keepalive", attempt: attempt,
 		body: wire.KeepAlivesRequest{Sessions: ids}, out: &out})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		k.mu.Lock()
 		k.singleUntil = time.Now().Add(olderNodeFor) // a node older than this client
 		k.mu.Unlock()
-		k.send(batch, true)
+		var wg sync.WaitGroup
+		for _, r := range batch {
+			wg.Go(func() { k.sendOne(f.ctx, r) })
+		}
+		wg.Wait()
 	case err == nil && len(out.Sessions) != len(batch):
 		err = &Error{Code: wire.CodeInternal, Message: "batched keepalive: the answer does not name every session"}
 		fallthrough
@@ -166,9 +229,7 @@ func (k *keeper) send(batch []*keepReq, single bool) {
 }
 
 // sendOne sends r's keepalive on the session's own path.
-func (k *keeper) sendOne(r *keepReq) {
-	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
-	defer cancel()
+func (k *keeper) sendOne(ctx context.Context, r *keepReq) {
 	var alive wire.KeepAliveResponse
 	err := k.c.do(ctx, call{method: "POST", path: "/v1/sessions/" + url.PathEscape(r.id) + "/keepalive",
 		attempt: r.attempt, out: &alive})

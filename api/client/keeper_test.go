@@ -180,3 +180,45 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		t.Fatalf("asked %d times, the retry %v after a Retry-After of 1s", len(asked), asked[len(asked)-1].Sub(asked[0]))
 	}
 }
+
+// A batched keepalive still in flight when its sessions close (here to
+// a node that hangs) ends with them: once both Closes return, the keeper
+// makes no call, so nothing the client does for a closed session
+// outlives it. It used to retry on until the sessions' deadline, and log
+// into a test that had ended.
+func TestKeepAliveEndsWithItsSessions(t *testing.T) {
+	var ids atomic.Int32
+	hung := make(chan struct{}, 1)
+	c := fakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/sessions":
+			fmt.Fprintf(w, `{"id":"s%d","ttl":"3s"}`, ids.Add(1))
+		case "/v1/sessions/keepalive":
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
+			// A node that hangs, until the client gives up (the body
+			// read, the server notices the connection's end).
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+		default:
+			fmt.Fprint(w, `{}`)
+		}
+	})
+	a, b := newSession(t, c, 3*time.Second), newSession(t, c, 3*time.Second)
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batched keepalive was sent within 10 s")
+	}
+	ctx := ctxFor(t, 10*time.Second)
+	for _, s := range []*client.Session{a, b} {
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.KeepAliveCalls(); n != 0 {
+		t.Fatalf("%d keepalive calls go on after their sessions closed", n)
+	}
+}
