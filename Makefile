@@ -4,7 +4,13 @@ GO ?= go
 
 .PHONY: test test-elections vet lint unit python-test bench fuzz build docker jepsen-image doc-docker jepsen-smoke jepsen-full
 
-test: vet lint unit python-test
+# The Go tests and the Python tests run side by side: both spend most of
+# their time waiting on the clusters they start, not computing. Each
+# one's output is shown when it ends (--output-sync), the Python tests'
+# first; a failure of either fails make test after both ended.
+test: vet lint
+	@echo "make test: unit and python-test side by side; each one's output appears when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target unit python-test
 
 # The jepsen suite's build of lockd: the build tag that adds the suite's
 # flags, --unsafe (its negative controls, which break a guarantee on
