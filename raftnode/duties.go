@@ -38,7 +38,7 @@ func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 	wake := time.NewTimer(maxDeadlineSleep)
 	defer wake.Stop()
 	exp := newExpirer(n, l)
-	defer exp.retry.Stop()
+	defer exp.pause.Stop()
 	for {
 		n.expireDue(l, wake, exp)
 		exp.start()
@@ -58,8 +58,8 @@ func (n *Node) runSessionExpiry(l *leadership, sub *fsm.Subscription) {
 		case <-wake.C:
 		case o := <-exp.done:
 			exp.finished(o)
-		case <-exp.retry.C:
-			exp.retried()
+		case <-exp.pause.C:
+			exp.resumed()
 		}
 	}
 }
