@@ -48,6 +48,11 @@ lint:
 # -p 3: three packages' tests at once on two cores, since most of their
 # time is spent waiting (elections, expiries, paused nodes), not computing.
 GOTESTFLAGS ?= -race -timeout 6m -p 3
+# The packages whose tests take longest (minutes: clusters, end-to-end
+# runs), named first so that go test starts them first (it runs
+# packages in the order named, -p at a time): last, raftnode's alone
+# was the run's tail.
+SLOW_PKGS = ./api ./raftnode ./cmd/lockd/e2e ./jepsen/workload ./lockstate ./fsm ./cmd/lockctl ./api/client
 TESTOUT ?= .ci/out
 GOTESTSUM = $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 FAULTS_FILES = $(shell grep -rlE --include='*_test.go' '^//go:build (.* )?$(FAULTS_TAG)' .)
@@ -56,7 +61,7 @@ FAULTS_TESTS = ^($(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*
 unit:
 	@command -v chromium >/dev/null || echo "note: chromium is not installed: the dashboard's browser tests (api TestUI*) will be skipped; as root: apt-get install -y chromium (.ci/run does), then make test"
 	@mkdir -p $(TESTOUT)
-	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test.json -- $(GOTESTFLAGS) ./...
+	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test.json -- $(GOTESTFLAGS) $(SLOW_PKGS) ./...
 	$(GOTESTSUM) --jsonfile $(TESTOUT)/go-test-faults.json -- $(GOTESTFLAGS) -tags $(FAULTS_TAG) -run '$(FAULTS_TESTS)' $(FAULTS_PKGS)
 
 # The Python client's tests (api/python/tests): pytest against lockd

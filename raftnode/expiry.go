@@ -13,20 +13,23 @@ import (
 // leases a second and once ran 600 s late: etcd#12105). The leader ends
 // expired sessions in batches, one ExpireSessions entry per batch in
 // deadline order, one batch in flight: an acquire queued behind it waits
-// for one batch's apply, about a millisecond, and 50,000 sessions take
-// about 200 entries. Until every voter applies FormatExpireBatch, each
-// session is one ExpireSession entry as before, a bounded number in
-// flight (raft writes concurrent ones to disk together).
+// for one batch's apply, and 50,000 sessions take about 400 entries.
+// Until every voter applies FormatExpireBatch, each session is one
+// ExpireSession entry as before, a bounded number in flight (raft writes
+// concurrent ones to disk together).
 //
 // Batches are paced too: after each, the expirer rests as long as the
 // batch took from proposal to commit, so that a storm takes at most about
-// half of the log's and the followers' time and a live session's request
-// finds the pipeline free every other moment. On two cores shared by
-// three nodes, 50,000 sessions expiring unpaced ended within a second and
-// took the live acquires' p99 to 3.8 times a quiet one's.
+// half of the log's and the followers' time and a live request finds the
+// pipeline free every other moment. Measured with lockbench --mass-expiry
+// (50,000 sessions expiring within a second, three nodes and the load on
+// two cores; docs/performance.md): unpaced batches of 256 took the live
+// acquires' p99 to 3.8 times a quiet one's, all expired within 0.6 s of
+// their TTL; paced batches of 128, 2.5 times, within about 3 s; paced
+// batches of 64, 2.4 times, but 8-9 s late.
 const (
 	// expiryBatch is the most sessions one entry ends.
-	expiryBatch = 256
+	expiryBatch = 128
 	// expirySinglesInFlight bounds the single-session expiries in flight
 	// while a voter runs a build before FormatExpireBatch.
 	expirySinglesInFlight = 64

@@ -37,7 +37,7 @@ func TestMassExpiry(t *testing.T) {
 
 func testMassExpiry(t *testing.T, format int) {
 	const (
-		dying    = 300 // two entries of expiryBatch
+		dying    = 300 // more than two entries of expiryBatch
 		dyingTTL = time.Minute
 	)
 	// One clock for the cluster, moved past the dying sessions' TTL
@@ -121,6 +121,48 @@ func testMassExpiry(t *testing.T, format int) {
 		}
 	} else if batches != 0 || singles < dying {
 		t.Errorf("an older voter: %d batches, %d single expiries of %d sessions", batches, singles, dying)
+	}
+}
+
+// TestExpirerRestsAfterABatch: a committed batch holds the next
+// proposal back until its rest ends (as long as the batch took, at most
+// maxExpiryRest); a single expiry, what a voter before
+// FormatExpireBatch needs, proposes on at once.
+func TestExpirerRestsAfterABatch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ids      []lockstate.SessionID
+		took     time.Duration
+		wantRest bool
+	}{
+		{"batch", []lockstate.SessionID{1, 2, 3}, 5 * time.Millisecond, true},
+		{"slow batch", []lockstate.SessionID{1, 2}, time.Hour, true}, // the rest is capped: the timer below fires
+		{"single", []lockstate.SessionID{1}, 5 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLeadership()
+			defer l.end()
+			e := newExpirer(&Node{}, l)
+			defer e.pause.Stop()
+			e.inFlight = 1
+			e.finished(expiryOutcome{ids: tc.ids, took: tc.took})
+			if e.inFlight != 0 || e.paused != tc.wantRest {
+				t.Fatalf("after a commit of %d sessions in %v: in flight %d, resting %v; want 0, %v",
+					len(tc.ids), tc.took, e.inFlight, e.paused, tc.wantRest)
+			}
+			if !tc.wantRest {
+				return
+			}
+			select {
+			case <-e.pause.C:
+				e.resumed()
+			case <-time.After(time.Minute): // far past maxExpiryRest
+				t.Fatal("the rest did not end")
+			}
+			if e.paused {
+				t.Fatal("still resting after the rest ended")
+			}
+		})
 	}
 }
 
