@@ -36,10 +36,9 @@ const (
 	// expiryLoggedIDs is how many of an entry's sessions its log line
 	// names; the rest it counts.
 	expiryLoggedIDs = 8
-	// expiryRest is the rest after a batch per unit of the time it took.
-	expiryRest = 1
-	// maxExpiryRest caps a rest, so a commit slowed by a stalled disk
-	// does not hold the next batch back by as long again.
+	// maxExpiryRest caps the rest after a batch (as long as the batch
+	// took), so a commit slowed by a stalled disk does not hold the next
+	// batch back by as long again.
 	maxExpiryRest = 100 * time.Millisecond
 )
 
@@ -134,7 +133,7 @@ func (e *expirer) finished(o expiryOutcome) {
 			e.l.timers.drop(id)
 		}
 		e.backoff = 0
-		if rest := min(expiryRest*o.took, maxExpiryRest); len(o.ids) > 1 && rest > 0 {
+		if rest := min(o.took, maxExpiryRest); len(o.ids) > 1 && rest > 0 {
 			e.pauseFor(rest)
 		}
 		return
