@@ -24,9 +24,9 @@ import (
 // pipeline free every other moment. Measured with lockbench --mass-expiry
 // (50,000 sessions expiring within a second, three nodes and the load on
 // two cores; docs/performance.md): unpaced batches of 256 took the live
-// acquires' p99 to 3.8 times a quiet one's, all expired within 0.6 s of
+// acquires' p99 to 4.0 times a quiet one's, all expired within 0.6 s of
 // their TTL; paced batches of 128, 2.5 times, within about 3 s; paced
-// batches of 64, 2.4 times, but 8-9 s late.
+// batches of 64, 2.3-2.5 times, but 8-9 s late (medians of 2-5 runs).
 const (
 	// expiryBatch is the most sessions one entry ends.
 	expiryBatch = 128
